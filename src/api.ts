@@ -1,0 +1,3 @@
+import { boot, configOrExit } from './platform/runtime.ts';
+
+await boot('api', configOrExit());

@@ -1,0 +1,41 @@
+import { ConfigError, loadConfig } from './platform/config.ts';
+import { createSql, type Sql } from './platform/db.ts';
+import { devSecretKey, startDevDatabase } from './platform/embedded-db.ts';
+import { ServiceError } from './projects/service.ts';
+import { resolveCommand } from './commands.ts';
+
+/** One JSON object on stdout; on error one line on stderr and exit 1. */
+async function main() {
+  const { command, values, positionals } = resolveCommand(process.argv.slice(2));
+  // Without DATABASE_URL, work on the `npm run dev` database and secret under .data/.
+  const useDev = !process.env.DATABASE_URL;
+  const dev = useDev ? await startDevDatabase() : undefined;
+  const config = loadConfig(process.env, {
+    requireRedis: false,
+    dev: useDev,
+    databaseUrl: dev?.url,
+    secretKey: useDev || !process.env.SECRET_KEY ? await devSecretKeyIfDev(useDev) : undefined,
+  });
+  let sql: Sql | undefined;
+  try {
+    const result = await command.run({ config, sql: () => (sql ??= createSql(config.databaseUrl, { max: 2, appName: 'mailroom-cli' })) }, values, positionals);
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+  } finally {
+    await sql?.end({ timeout: 2 });
+    await dev?.stop();
+  }
+}
+
+async function devSecretKeyIfDev(useDev: boolean) {
+  return useDev ? devSecretKey() : undefined;
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    const known = err instanceof ServiceError || err instanceof ConfigError;
+    const message = known ? err.message : (err as { code?: string }).code === 'ECONNREFUSED' ? 'cannot reach the database (DATABASE_URL)' : `${(err as Error).message ?? err}`;
+    process.stderr.write(`mailroom: ${message.split('\n')[0]}\n`);
+    process.exit(1);
+  },
+);

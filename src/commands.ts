@@ -1,0 +1,72 @@
+import { parseArgs } from 'node:util';
+import type { Config } from './platform/config.ts';
+import type { Sql } from './platform/db.ts';
+import { migrateDatabase } from './platform/migrate.ts';
+import { createProject, ServiceError } from './projects/service.ts';
+import { createApiKey, revokeApiKey } from './keys/service.ts';
+
+export type CommandContext = { config: Config; sql: () => Sql };
+type Options = Record<string, { type: 'string' | 'boolean' }>;
+type Command = {
+  usage: string;
+  options?: Options;
+  run(ctx: CommandContext, values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<unknown>;
+};
+
+/** Reads a required option or fails with the usage line. */
+export function required(values: Record<string, unknown>, name: string, usage: string): string {
+  const v = values[name];
+  if (typeof v !== 'string' || v === '') throw new ServiceError(`--${name} is required: ${usage}`);
+  return v;
+}
+
+/**
+ * The operator CLI's commands. Each calls the same service function the dashboard uses and
+ * returns the JSON object to print.
+ */
+export const COMMANDS: Record<string, Command> = {
+  migrate: {
+    usage: 'migrate',
+    run: (ctx) => migrateDatabase(ctx.config.databaseUrl),
+  },
+  'project create': {
+    usage: 'project create --name NAME',
+    options: { name: { type: 'string' } },
+    async run(ctx, v) {
+      const p = await createProject(ctx.sql(), required(v, 'name', this.usage));
+      return { id: p.id, name: p.name, created_at: p.createdAt.toISOString() };
+    },
+  },
+  'key create': {
+    usage: 'key create --project P --name NAME',
+    options: { project: { type: 'string' }, name: { type: 'string' } },
+    async run(ctx, v) {
+      const k = await createApiKey(ctx.sql(), required(v, 'project', this.usage), required(v, 'name', this.usage));
+      return { id: k.id, key: k.key, key_prefix: k.keyPrefix, name: k.name, project: k.projectId, created_at: k.createdAt.toISOString() };
+    },
+  },
+  'key revoke': {
+    usage: 'key revoke KEY_ID',
+    async run(ctx, _v, args) {
+      if (!args[0]) throw new ServiceError(`KEY_ID is required: ${this.usage}`);
+      const k = await revokeApiKey(ctx.sql(), args[0]);
+      return { id: k.id, revoked_at: k.revokedAt!.toISOString() };
+    },
+  },
+};
+
+/** Finds the longest command name the arguments start with, and parses the rest. */
+export function resolveCommand(argv: string[]) {
+  for (const words of [2, 1]) {
+    const name = argv.slice(0, words).join(' ');
+    const command = COMMANDS[name];
+    if (!command) continue;
+    try {
+      const { values, positionals } = parseArgs({ args: argv.slice(words), options: command.options ?? {}, allowPositionals: true, strict: true });
+      return { name, command, values: values as Record<string, string | boolean | undefined>, positionals };
+    } catch (err) {
+      throw new ServiceError(`${(err as Error).message.split('\n')[0]}; usage: ${command.usage}`);
+    }
+  }
+  throw new ServiceError(`unknown command "${argv.join(' ')}"; commands: ${Object.values(COMMANDS).map((c) => c.usage.split(' --')[0]).join(', ')}`);
+}

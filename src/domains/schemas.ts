@@ -1,0 +1,57 @@
+import { z } from '@hono/zod-openapi';
+import { dnsRecordsFor } from './dns-records.ts';
+
+export const DOMAIN_STATUSES = ['pending', 'success', 'failed', 'temporary_failure', 'not_started'] as const;
+export type DomainStatus = (typeof DOMAIN_STATUSES)[number];
+
+export const DnsRecordResponse = z
+  .object({
+    record_type: z.string().openapi({ example: 'CNAME' }),
+    name: z.string().openapi({ description: 'Fully qualified. Some DNS hosts want only the part before the domain.' }),
+    value: z.string(),
+  })
+  .openapi('DnsRecordResponse');
+
+export const DomainResponse = z
+  .object({
+    id: z.string(),
+    value: z.string(),
+    region: z.string(),
+    verification_status: z.enum(DOMAIN_STATUSES),
+    dkim_status: z.enum(DOMAIN_STATUSES).nullable().optional(),
+    mail_from_status: z.enum(DOMAIN_STATUSES).nullable().optional(),
+    dns_records: z.array(DnsRecordResponse).optional(),
+    last_checked_at: z.string().datetime().nullable().optional(),
+    created_at: z.string().datetime(),
+  })
+  .openapi('DomainResponse');
+
+export const DomainList = z.object({ data: z.array(DomainResponse) }).openapi('DomainList');
+
+export type DomainRow = {
+  id: string;
+  projectId: string;
+  value: string;
+  region: string;
+  verificationStatus: DomainStatus;
+  dkimStatus: DomainStatus | null;
+  mailFromStatus: DomainStatus | null;
+  mailFromDomain: string | null;
+  dkimTokens: string[];
+  lastCheckedAt: Date | null;
+  createdAt: Date;
+};
+
+export function toDomainResponse(row: DomainRow): z.infer<typeof DomainResponse> {
+  return {
+    id: row.id,
+    value: row.value,
+    region: row.region,
+    verification_status: row.verificationStatus,
+    dkim_status: row.dkimStatus,
+    mail_from_status: row.mailFromStatus,
+    dns_records: dnsRecordsFor(row),
+    last_checked_at: row.lastCheckedAt ? row.lastCheckedAt.toISOString() : null,
+    created_at: row.createdAt.toISOString(),
+  };
+}

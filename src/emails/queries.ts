@@ -1,0 +1,33 @@
+import type { Sql } from '../platform/db.ts';
+import type { EmailRow, EmailStatus } from './schemas.ts';
+
+export async function getEmail(sql: Sql, projectId: string, emailId: string) {
+  const [row] = await sql<[EmailRow?]>`
+    select id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject, html, text,
+           headers, provider_message_id, sent_at, delivered_at, last_error, created_at
+    from emails where id = ${emailId} and project_id = ${projectId}`;
+  return row;
+}
+
+export async function emailExists(sql: Sql, projectId: string, emailId: string): Promise<boolean> {
+  const [row] = await sql`select 1 from emails where id = ${emailId} and project_id = ${projectId}`;
+  return row !== undefined;
+}
+
+/** Newest first; fetches one extra row to answer has_more without a count. */
+export async function listEmails(
+  sql: Sql,
+  projectId: string,
+  opts: { limit: number; startingAfter?: string; status?: EmailStatus },
+) {
+  const rows = await sql<EmailRow[]>`
+    select id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject, html, text,
+           headers, provider_message_id, sent_at, delivered_at, last_error, created_at
+    from emails
+    where project_id = ${projectId}
+      ${opts.status ? sql`and status = ${opts.status}` : sql``}
+      ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
+    order by id desc
+    limit ${opts.limit + 1}`;
+  return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
+}

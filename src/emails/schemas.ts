@@ -1,0 +1,69 @@
+import { z } from '@hono/zod-openapi';
+
+export const EMAIL_STATUSES = ['queued', 'sending', 'sent', 'failed'] as const;
+export type EmailStatus = (typeof EMAIL_STATUSES)[number];
+
+export const EmailResponse = z
+  .object({
+    id: z.string().openapi({ example: 'email_01JD3Z8K6Q5W0R1S2T3V4X5Y6Z' }),
+    status: z.enum(EMAIL_STATUSES),
+    from: z.string(),
+    to: z.array(z.string()),
+    cc: z.array(z.string()),
+    reply_to: z.array(z.string()),
+    subject: z.string(),
+    created_at: z.string().datetime(),
+    html: z.string().nullable().optional(),
+    text: z.string().nullable().optional(),
+    headers: z.record(z.string(), z.string()).optional(),
+    provider_message_id: z.string().nullable().optional(),
+    sent_at: z.string().datetime().nullable().optional(),
+    delivered_at: z.string().datetime().nullable().optional(),
+    last_error: z.string().nullable().optional(),
+  })
+  .openapi('EmailResponse');
+
+export const EmailList = z
+  .object({ data: z.array(EmailResponse), has_more: z.boolean() })
+  .openapi('EmailList');
+
+export type EmailRow = {
+  id: string;
+  status: EmailStatus;
+  fromAddress: string;
+  toAddresses: string[];
+  ccAddresses: string[];
+  replyToAddresses: string[];
+  subject: string;
+  html: string | null;
+  text: string | null;
+  headers: Record<string, string>;
+  providerMessageId: string | null;
+  sentAt: Date | null;
+  deliveredAt: Date | null;
+  lastError: string | null;
+  createdAt: Date;
+};
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+/** The one mapping from a stored email to what callers see; bcc and attachments never leave. */
+export function toEmailResponse(row: EmailRow): z.infer<typeof EmailResponse> {
+  return {
+    id: row.id,
+    status: row.status,
+    from: row.fromAddress,
+    to: row.toAddresses,
+    cc: row.ccAddresses,
+    reply_to: row.replyToAddresses,
+    subject: row.subject,
+    created_at: row.createdAt.toISOString(),
+    html: row.html,
+    text: row.text,
+    headers: row.headers,
+    provider_message_id: row.providerMessageId,
+    sent_at: iso(row.sentAt),
+    delivered_at: iso(row.deliveredAt),
+    last_error: row.lastError,
+  };
+}

@@ -1,0 +1,75 @@
+import { OpenAPIHono } from '@hono/zod-openapi';
+import { swaggerUI } from '@hono/swagger-ui';
+import { HTTPException } from 'hono/http-exception';
+import { requestId } from 'hono/request-id';
+import { ApiError, ValidationError, validationErrorFromZod } from './errors.ts';
+import { requireApiKey } from './auth.ts';
+import type { AppDeps, AppEnv } from './context.ts';
+import { registerHealthRoutes } from './health.ts';
+import { registerEmailRoutes } from '../emails/routes.ts';
+import { registerDomainRoutes } from '../domains/routes.ts';
+import { registerKeyRoutes } from '../keys/routes.ts';
+import { registerWebhookRoutes } from '../webhooks/routes.ts';
+
+/** Every route of the process is wired here; capability folders only export their routes. */
+export function createApp(deps: AppDeps) {
+  const app = new OpenAPIHono<AppEnv>({
+    defaultHook: (result) => {
+      if (!result.success) throw validationErrorFromZod(result.error, result.target);
+    },
+  });
+
+  app.use('*', requestId());
+  app.use('*', async (c, next) => {
+    c.set('deps', deps);
+    await next();
+  });
+
+  app.onError((err, c) => {
+    if (err instanceof ValidationError) return c.json(err.toJSON(), 422);
+    if (err instanceof ApiError) {
+      for (const [name, value] of Object.entries(err.headers)) c.header(name, value);
+      return c.json(err.toJSON(), err.status as 401);
+    }
+    if (err instanceof HTTPException) {
+      if (err.status === 400 && /JSON/i.test(err.message)) {
+        return c.json({ detail: [{ loc: ['body'], msg: 'Malformed JSON in request body', type: 'json_invalid' }] }, 422);
+      }
+      const type = err.status === 404 ? 'not_found' : err.status === 413 ? 'payload_too_large' : 'bad_request';
+      return c.json({ error: { type, message: err.message || 'Bad request.' } }, err.status);
+    }
+    deps.log.error({ err, requestId: c.var.requestId, path: c.req.path }, 'unhandled error');
+    return c.json({ error: { type: 'internal_error', message: 'Internal server error.' } }, 500);
+  });
+
+  app.notFound((c) => c.json({ error: { type: 'not_found', message: 'Route not found.' } }, 404));
+
+  registerHealthRoutes(app);
+
+  const auth = requireApiKey();
+  app.use('/v1/*', async (c, next) => (c.req.path === '/v1/events/ses' ? next() : auth(c, next)));
+
+  registerEmailRoutes(app);
+  registerDomainRoutes(app);
+  registerKeyRoutes(app);
+  registerWebhookRoutes(app);
+
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'An API key, `sk_…`, created with the CLI or the dashboard.',
+  });
+  app.doc31('/openapi.json', {
+    openapi: '3.1.0',
+    info: {
+      title: 'Mailroom',
+      version: '0.1.0',
+      description: 'Self-hosted transactional email on your own AWS SES account.',
+    },
+  });
+  app.get('/docs', swaggerUI({ url: '/openapi.json' }));
+
+  return app;
+}
+
+export type App = ReturnType<typeof createApp>;

@@ -1,0 +1,2 @@
+/** The bearer scheme every /v1 route declares in the schema. */
+export const SECURITY = [{ bearerAuth: [] }];

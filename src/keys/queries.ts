@@ -1,0 +1,56 @@
+import type { Sql } from '../platform/db.ts';
+
+export type ApiKeyRow = {
+  id: string;
+  projectId: string;
+  name: string;
+  keyPrefix: string;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+};
+
+export type KeyMatch = { id: string; projectId: string; keyHash: Buffer; lastUsedAt: Date | null };
+
+/** Authentication is the one lookup that finds the project rather than filtering by it. */
+export async function findActiveKeyByHash(sql: Sql, keyHash: Buffer) {
+  const [row] = await sql<[KeyMatch?]>`
+    select id, project_id, key_hash, last_used_at from api_keys
+    where key_hash = ${keyHash} and revoked_at is null`;
+  return row;
+}
+
+export async function insertKey(sql: Sql, key: { id: string; projectId: string; name: string; keyPrefix: string; keyHash: Buffer }) {
+  const [row] = await sql<ApiKeyRow[]>`
+    insert into api_keys (id, project_id, name, key_prefix, key_hash)
+    values (${key.id}, ${key.projectId}, ${key.name}, ${key.keyPrefix}, ${key.keyHash})
+    returning id, project_id, name, key_prefix, created_at, last_used_at, revoked_at`;
+  return row!;
+}
+
+export async function listKeys(sql: Sql, projectId: string) {
+  return sql<ApiKeyRow[]>`
+    select id, project_id, name, key_prefix, created_at, last_used_at, revoked_at
+    from api_keys where project_id = ${projectId} order by id desc`;
+}
+
+export async function revokeKey(sql: Sql, projectId: string, keyId: string) {
+  const [row] = await sql<[ApiKeyRow?]>`
+    update api_keys set revoked_at = coalesce(revoked_at, now())
+    where id = ${keyId} and project_id = ${projectId}
+    returning id, project_id, name, key_prefix, created_at, last_used_at, revoked_at`;
+  return row;
+}
+
+export async function findKeyProject(sql: Sql, keyId: string) {
+  const [row] = await sql<[{ projectId: string }?]>`select project_id from api_keys where id = ${keyId}`;
+  return row?.projectId;
+}
+
+/** The where clause keeps it to one write a minute per key even across API replicas. */
+export async function touchKey(sql: Sql, projectId: string, keyId: string) {
+  await sql`
+    update api_keys set last_used_at = date_trunc('second', now())
+    where id = ${keyId} and project_id = ${projectId}
+      and (last_used_at is null or last_used_at < now() - interval '1 minute')`;
+}

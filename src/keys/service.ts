@@ -1,0 +1,39 @@
+import type { Sql } from '../platform/db.ts';
+import { randomBase64url, sha256 } from '../platform/crypto.ts';
+import { newId } from '../platform/ids.ts';
+import { requireProject, ServiceError } from '../projects/service.ts';
+import * as q from './queries.ts';
+
+export const KEY_PREFIX_LENGTH = 12;
+
+/** `sk_` + 43 base64url characters (32 random bytes). Only its SHA-256 is stored. */
+export function generateApiKey(): string {
+  return `sk_${randomBase64url(32)}`;
+}
+
+export function hashApiKey(key: string): Buffer {
+  return sha256(key);
+}
+
+export async function createApiKey(sql: Sql, projectId: string, name: string) {
+  await requireProject(sql, projectId);
+  const trimmed = name.trim();
+  if (!trimmed || trimmed.length > 200) throw new ServiceError('key name must be 1 to 200 characters');
+  const key = generateApiKey();
+  const row = await q.insertKey(sql, {
+    id: newId('key'),
+    projectId,
+    name: trimmed,
+    keyPrefix: key.slice(0, KEY_PREFIX_LENGTH),
+    keyHash: hashApiKey(key),
+  });
+  return { ...row, key };
+}
+
+/** Revocation is permanent; revoking twice keeps the first time. */
+export async function revokeApiKey(sql: Sql, keyId: string, projectId?: string) {
+  const owner = projectId ?? (await q.findKeyProject(sql, keyId));
+  const row = owner ? await q.revokeKey(sql, owner, keyId) : undefined;
+  if (!row) throw new ServiceError(`key ${keyId} not found`);
+  return row;
+}

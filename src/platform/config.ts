@@ -1,0 +1,158 @@
+import { z } from 'zod';
+import ipaddr from 'ipaddr.js';
+
+/** The value shipped in .env.example; refused at boot so nobody runs production on it. */
+export const EXAMPLE_SECRET_KEY = 'change-me-to-a-long-random-string-of-at-least-32-chars';
+
+const YES = ['yes', 'true', '1', 'on'];
+const NO = ['', 'no', 'false', '0', 'off'];
+
+const intIn = (min: number, max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, `a whole number from ${min} to ${max}`)
+    .transform(Number)
+    .refine((n) => n >= min && n <= max, `a whole number from ${min} to ${max}`);
+
+const cidrList = z
+  .string()
+  .transform((s) => s.split(',').map((p) => p.trim()).filter(Boolean))
+  .refine(
+    (list) => list.every((c) => { try { ipaddr.parseCIDR(c); return true; } catch { return false; } }),
+    'comma-separated CIDR ranges such as 10.0.0.0/8,fd00::/8',
+  );
+
+const httpUrl = z.string().trim().refine((s) => {
+  try { const u = new URL(s); return u.protocol === 'http:' || u.protocol === 'https:'; } catch { return false; }
+}, 'an http(s) URL');
+
+const schema = z.object({
+  DATABASE_URL: z.string().trim().regex(/^postgres(ql)?:\/\//, 'a postgres:// URL').optional(),
+  REDIS_URL: z.string().trim().regex(/^rediss?:\/\//, 'a redis:// URL').optional(),
+  PORT: intIn(0, 65535).optional(),
+  HOST: z.string().trim().min(1, 'a host name or address').optional(),
+  NODE_ENV: z.string().optional(),
+  SECRET_KEY: z
+    .string()
+    .min(32, 'at least 32 characters')
+    .refine((s) => s !== EXAMPLE_SECRET_KEY, 'a secret of your own, not the .env.example value')
+    .optional(),
+  TRUST_PROXY: z
+    .string()
+    .trim()
+    .transform((s): true | false | string[] =>
+      s === 'true' ? true : s === '' || s === 'false' ? false : s.split(',').map((p) => p.trim()).filter(Boolean))
+    .refine(
+      (v) => typeof v === 'boolean' || v.every((c) => { try { ipaddr.parseCIDR(c); return true; } catch { return false; } }),
+      '`true`, or comma-separated CIDR ranges of trusted proxies',
+    )
+    .default(false),
+  API_RATE_LIMIT_PER_MINUTE: intIn(1, 1_000_000).default(600),
+  EMAIL_MAX_MESSAGE_BYTES: intIn(1024, 100 * 1024 * 1024).default(10 * 1024 * 1024),
+  EVENT_INGESTION: z.enum(['queue', 'https'], { error: '`queue` or `https`' }).default('queue'),
+  MIGRATE_ON_START: z
+    .string()
+    .transform((s) => s.trim().toLowerCase())
+    .refine((s) => YES.includes(s) || NO.includes(s), 'yes/true/1/on or empty/no/false/0/off')
+    .transform((s) => YES.includes(s))
+    .default(false),
+  WEBHOOK_ALLOWED_CIDRS: cidrList.default([]),
+  WEBHOOK_RETRY_BASE_MS: intIn(1, 600_000).default(5000),
+  EMAIL_RETRY_BASE_MS: intIn(1, 3_600_000).default(30_000),
+  SINK_SMTP_HOST: z.string().trim().min(1).default('127.0.0.1'),
+  SINK_SMTP_PORT: intIn(0, 65535).default(1025),
+  SINK_MAX_MESSAGES: intIn(1, 10_000_000).default(5000),
+  WORKER_CONCURRENCY: intIn(1, 1000).default(8),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
+    error: 'one of fatal, error, warn, info, debug, trace, silent',
+  }).default('info'),
+  PUBLIC_BASE_URL: httpUrl.transform((s) => s.replace(/\/+$/, '')).optional(),
+  AWS_ENDPOINT_URL_SESV2: httpUrl.optional(),
+  AWS_ENDPOINT_URL_SQS: httpUrl.optional(),
+});
+
+export type Config = {
+  databaseUrl: string;
+  redisUrl: string | undefined;
+  port: number;
+  host: string;
+  development: boolean;
+  secretKey: string;
+  trustProxy: boolean | string[];
+  apiRateLimitPerMinute: number;
+  emailMaxMessageBytes: number;
+  eventIngestion: 'queue' | 'https';
+  migrateOnStart: boolean;
+  webhookAllowedCidrs: string[];
+  webhookRetryBaseMs: number;
+  emailRetryBaseMs: number;
+  sinkSmtpHost: string;
+  sinkSmtpPort: number;
+  sinkMaxMessages: number;
+  workerConcurrency: number;
+  logLevel: string;
+  publicBaseUrl: string | undefined;
+  awsEndpointSesv2: string | undefined;
+  awsEndpointSqs: string | undefined;
+};
+
+/** A setting that stops the boot; its message is the one line the operator sees. */
+export class ConfigError extends Error {}
+
+export type ConfigDefaults = Partial<Pick<Config, 'databaseUrl' | 'secretKey' | 'redisUrl'>> & {
+  /** `npm run dev` supplies these itself, so their absence is not an error there. */
+  dev?: boolean;
+  /** The CLI talks only to PostgreSQL. */
+  requireRedis?: boolean;
+};
+
+/**
+ * The only reader of the environment. Empty strings count as unset so `FOO=` in an env file
+ * falls back to the default rather than failing.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: ConfigDefaults = {}): Config {
+  const raw: Record<string, string> = {};
+  for (const key of Object.keys(schema.shape)) {
+    const value = env[key];
+    if (value !== undefined && (value !== '' || key === 'MIGRATE_ON_START')) raw[key] = value;
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = String(issue.path[0]);
+    throw new ConfigError(`${name}: expected ${issue.message}`);
+  }
+  const e = parsed.data;
+  const development = e.NODE_ENV === 'development' || defaults.dev === true;
+  const databaseUrl = e.DATABASE_URL ?? defaults.databaseUrl;
+  if (!databaseUrl) throw new ConfigError('DATABASE_URL: required (a postgres:// URL); only `npm run dev` runs without it');
+  const redisUrl = e.REDIS_URL ?? defaults.redisUrl;
+  if (!redisUrl && !defaults.dev && defaults.requireRedis !== false) throw new ConfigError('REDIS_URL: required (a redis:// URL); only `npm run dev` runs without it');
+  const secretKey = e.SECRET_KEY ?? defaults.secretKey;
+  if (!secretKey) throw new ConfigError('SECRET_KEY: required (at least 32 characters; the same value in every process)');
+  return {
+    databaseUrl,
+    redisUrl,
+    port: e.PORT ?? 3000,
+    host: e.HOST ?? (development ? '127.0.0.1' : '0.0.0.0'),
+    development,
+    secretKey,
+    trustProxy: e.TRUST_PROXY,
+    apiRateLimitPerMinute: e.API_RATE_LIMIT_PER_MINUTE,
+    emailMaxMessageBytes: e.EMAIL_MAX_MESSAGE_BYTES,
+    eventIngestion: e.EVENT_INGESTION,
+    migrateOnStart: e.MIGRATE_ON_START,
+    webhookAllowedCidrs: e.WEBHOOK_ALLOWED_CIDRS,
+    webhookRetryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
+    emailRetryBaseMs: e.EMAIL_RETRY_BASE_MS,
+    sinkSmtpHost: e.SINK_SMTP_HOST,
+    sinkSmtpPort: e.SINK_SMTP_PORT,
+    sinkMaxMessages: e.SINK_MAX_MESSAGES,
+    workerConcurrency: e.WORKER_CONCURRENCY,
+    logLevel: e.LOG_LEVEL,
+    publicBaseUrl: e.PUBLIC_BASE_URL,
+    awsEndpointSesv2: e.AWS_ENDPOINT_URL_SESV2,
+    awsEndpointSqs: e.AWS_ENDPOINT_URL_SQS,
+  };
+}

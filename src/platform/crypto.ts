@@ -1,0 +1,41 @@
+import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/** Purposes of keys derived from SECRET_KEY; each gets its own HKDF output so one leak doesn't spread. */
+export type KeyPurpose = 'provider-credentials' | 'webhook-secrets' | 'unsubscribe-tokens' | 'sink-internal';
+
+export function deriveKey(secretKey: string, purpose: KeyPurpose): Buffer {
+  return Buffer.from(hkdfSync('sha256', secretKey, 'mailroom', `mailroom:${purpose}:v1`, 32));
+}
+
+export function sha256(data: string | Buffer): Buffer {
+  return createHash('sha256').update(data).digest();
+}
+
+export function hmacSha256Hex(key: string | Buffer, data: string | Buffer): string {
+  return createHmac('sha256', key).update(data).digest('hex');
+}
+
+/** Constant-time equality that also hides length differences behind a hash. */
+export function safeEqual(a: string | Buffer, b: string | Buffer): boolean {
+  return timingSafeEqual(sha256(a), sha256(b));
+}
+
+export function randomBase64url(bytes: number): string {
+  return randomBytes(bytes).toString('base64url');
+}
+
+/** AES-256-GCM: 12-byte nonce || ciphertext || 16-byte tag. */
+export function encrypt(key: Buffer, plaintext: string): Buffer {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+  return Buffer.concat([iv, body, cipher.getAuthTag()]);
+}
+
+export function decrypt(key: Buffer, sealed: Buffer): string {
+  const iv = sealed.subarray(0, 12);
+  const tag = sealed.subarray(sealed.length - 16);
+  const decipher = createDecipheriv('aes-256-gcm', key, iv);
+  decipher.setAuthTag(tag);
+  return Buffer.concat([decipher.update(sealed.subarray(12, sealed.length - 16)), decipher.final()]).toString('utf8');
+}

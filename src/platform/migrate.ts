@@ -1,0 +1,51 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { migrate as runCommittedMigrations, Logger as MigrateLogger } from 'graphile-migrate';
+import { runMigrations as installWorkerSchema, Logger as WorkerLogger } from 'graphile-worker';
+import postgres from 'postgres';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** Distinct from graphile-migrate's own try-lock, which would fail rather than wait. */
+const MIGRATION_LOCK = 7243_6276_6401n;
+
+/**
+ * Applies committed migrations, graphile-worker's schema, then the ops views, holding a
+ * blocking advisory lock so replicas starting together queue up instead of colliding.
+ * Returns how many committed migrations this run applied.
+ */
+export async function migrateDatabase(databaseUrl: string): Promise<{ applied: number }> {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    return await sql.begin(async (lock) => {
+      await lock`select pg_advisory_xact_lock(${MIGRATION_LOCK.toString()}::bigint)`;
+      const before = await countApplied(lock);
+      await runCommittedMigrations({
+        connectionString: databaseUrl,
+        migrationsFolder: path.join(ROOT, 'migrations'),
+        logger: quietLogger,
+      } as never);
+      await installWorkerSchema({ connectionString: databaseUrl, logger: quietWorkerLogger });
+      for (const file of (await readdir(path.join(ROOT, 'sql'))).filter((f) => f.endsWith('.sql')).sort()) {
+        await lock.unsafe(await readFile(path.join(ROOT, 'sql', file), 'utf8'));
+      }
+      return { applied: (await countApplied(lock)) - before };
+    });
+  } finally {
+    await sql.end();
+  }
+}
+
+async function countApplied(sql: postgres.TransactionSql): Promise<number> {
+  const [exists] = await sql`select to_regclass('graphile_migrate.migrations') is not null as present`;
+  if (!exists?.present) return 0;
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from graphile_migrate.migrations`;
+  return row!.n;
+}
+
+const quietLogger = new MigrateLogger(() => (level: string, message: string) => {
+  if (level === 'error') process.stderr.write(`${message}\n`);
+});
+const quietWorkerLogger = new WorkerLogger(() => (level, message) => {
+  if (level === 'error') process.stderr.write(`${message}\n`);
+});

@@ -1,0 +1,83 @@
+import { serve } from '@hono/node-server';
+import type { Server } from 'node:http';
+import { ConfigError, loadConfig, type Config, type ConfigDefaults } from './config.ts';
+import { createSql, type Sql } from './db.ts';
+import { createLogger, type Logger } from './log.ts';
+import { migrateDatabase } from './migrate.ts';
+import { createRedis } from './redis.ts';
+import { onShutdown } from './shutdown.ts';
+import { startWorker } from './worker.ts';
+import { createApp } from '../http/app.ts';
+import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
+import { buildCrontab, buildTaskList, startWorkerServices } from '../tasks.ts';
+
+export type Role = 'api' | 'worker' | 'all';
+
+/** Reads the config or exits with the one line that names the bad setting. */
+export function configOrExit(defaults?: ConfigDefaults): Config {
+  try {
+    return loadConfig(process.env, defaults);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`mailroom: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}
+
+export type Running = { config: Config; sql: Sql; log: Logger; url?: string; close(): Promise<void> };
+
+export async function boot(role: Role, config: Config, finalSteps: Array<[string, () => Promise<unknown>]> = []): Promise<Running> {
+  const log = createLogger(config.logLevel, `mailroom-${role}`);
+  if (config.migrateOnStart) {
+    try {
+      const { applied } = await migrateDatabase(config.databaseUrl);
+      log.info({ applied }, 'migrations applied');
+    } catch (err) {
+      log.fatal({ err: (err as Error).message }, 'migration failed; refusing to start');
+      process.stderr.write(`mailroom: migration failed: ${(err as Error).message}\n`);
+      process.exit(1);
+    }
+  }
+
+  const sql = createSql(config.databaseUrl, { max: role === 'all' ? 20 : 10, appName: `mailroom-${role}` });
+  const redis = config.redisUrl ? createRedis(config.redisUrl, log) : undefined;
+  const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, log) : new MemoryRateLimiter();
+  const steps: Array<[string, () => Promise<unknown>]> = [];
+  let url: string | undefined;
+
+  if (role !== 'worker') {
+    const app = createApp({ config, sql, log, limiter, redis });
+    const server = await new Promise<Server>((resolve) => {
+      const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s as Server));
+    });
+    const address = server.address();
+    const port = typeof address === 'object' && address ? address.port : config.port;
+    url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+    log.info({ url }, 'api listening');
+    steps.push(['http', () => new Promise<void>((resolve) => server.close(() => resolve()))]);
+  }
+
+  if (role !== 'api') {
+    const deps = { config, sql, log };
+    const worker = await startWorker({
+      databaseUrl: config.databaseUrl,
+      sql,
+      log,
+      concurrency: config.workerConcurrency,
+      taskList: buildTaskList(deps),
+      crontab: buildCrontab(deps),
+    });
+    const services = await startWorkerServices(deps);
+    steps.push(...services, ['worker', () => worker.stop()]);
+    log.info({ concurrency: config.workerConcurrency, pool: worker.poolId }, 'worker running');
+  }
+
+  steps.push(['redis', async () => { redis?.disconnect(); }], ['database', () => sql.end({ timeout: 5 })], ...finalSteps);
+  const close = async () => {
+    for (const [, step] of steps) await step().catch(() => {});
+  };
+  onShutdown(log, steps);
+  return { config, sql, log, url, close };
+}

@@ -1,0 +1,84 @@
+import { EventEmitter } from 'node:events';
+import os from 'node:os';
+import { parseCronItems, run, Logger as WorkerLogger, type CronItem, type Runner, type TaskList } from 'graphile-worker';
+import type { Sql } from './db.ts';
+import type { Logger } from './log.ts';
+
+const HEARTBEAT_MS = 5_000;
+/** A pool silent for this long is presumed dead and its jobs are released. */
+const DEAD_AFTER_SECONDS = 30;
+
+export type WorkerHandle = { runner: Runner; poolId: string; stop(): Promise<void> };
+
+/**
+ * Runs graphile-worker with a heartbeat row per pool. A pool killed without a graceful stop
+ * (SIGKILL, OOM, lost host) leaves locked jobs behind; the sweep releases them once its
+ * heartbeat is stale, so another replica (or this one, restarted) picks them up in seconds.
+ */
+export async function startWorker(opts: {
+  databaseUrl: string;
+  sql: Sql;
+  log: Logger;
+  concurrency: number;
+  taskList: TaskList;
+  crontab?: CronItem[];
+}): Promise<WorkerHandle> {
+  const { sql, log } = opts;
+  const events = new EventEmitter() as NonNullable<Parameters<typeof run>[0]['events']>;
+  let poolId = '';
+  events.on('pool:create', ({ workerPool }) => { poolId = workerPool.id; });
+
+  const runner = await run({
+    connectionString: opts.databaseUrl,
+    concurrency: opts.concurrency,
+    taskList: opts.taskList,
+    parsedCronItems: parseCronItems(opts.crontab ?? []),
+    noHandleSignals: true,
+    pollInterval: 1000,
+    events,
+    logger: new WorkerLogger((scope) => (level, message, meta) => {
+      const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' ? 'info' : 'debug';
+      log[method]({ ...scope, ...(meta ?? {}) }, message);
+    }),
+  });
+
+  const beat = async () => {
+    await sql`
+      insert into worker_heartbeats (pool_id, hostname, pid) values (${poolId}, ${os.hostname()}, ${process.pid})
+      on conflict (pool_id) do update set last_seen_at = now()`;
+    await releaseJobsOfDeadPools(sql, log);
+  };
+  await beat();
+  let beating: Promise<void> = Promise.resolve();
+  const timer = setInterval(() => {
+    beating = beat().catch((err) => log.warn({ err: (err as Error).message }, 'worker heartbeat failed'));
+  }, HEARTBEAT_MS);
+
+  return {
+    runner,
+    poolId,
+    async stop() {
+      clearInterval(timer);
+      await beating;
+      await runner.stop();
+      await sql`delete from worker_heartbeats where pool_id = ${poolId}`.catch(() => {});
+    },
+  };
+}
+
+export async function releaseJobsOfDeadPools(sql: Sql, log: Logger) {
+  const released = await sql.begin(async (tx) => {
+    const dead = await tx<{ lockedBy: string }[]>`
+      select distinct j.locked_by from graphile_worker.jobs j
+      where j.locked_by is not null
+        and j.locked_at < now() - make_interval(secs => ${DEAD_AFTER_SECONDS})
+        and not exists (
+          select 1 from worker_heartbeats h
+          where h.pool_id = j.locked_by and h.last_seen_at > now() - make_interval(secs => ${DEAD_AFTER_SECONDS}))`;
+    const ids = dead.map((d) => d.lockedBy);
+    if (ids.length) await tx`select graphile_worker.force_unlock_workers(${ids}::text[])`;
+    await tx`delete from worker_heartbeats where last_seen_at < now() - make_interval(secs => ${DEAD_AFTER_SECONDS * 10})`;
+    return ids;
+  });
+  if (released.length) log.warn({ pools: released }, 'released jobs of worker pools that stopped heartbeating');
+}

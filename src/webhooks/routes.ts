@@ -1,0 +1,48 @@
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { ApiError, errorResponses } from '../http/errors.ts';
+import type { AppEnv } from '../http/context.ts';
+import { SECURITY } from '../http/security.ts';
+import { WebhookDeliveryList, WebhookEndpointList, toDeliveryResponse, toEndpointResponse } from './schemas.ts';
+import * as q from './queries.ts';
+
+const list = createRoute({
+  method: 'get',
+  path: '/v1/webhooks',
+  tags: ['webhooks'],
+  summary: 'List webhook endpoints',
+  description: 'Every endpoint of the project, disabled ones included. The signing secret is not included.',
+  security: SECURITY,
+  responses: {
+    200: { description: 'The endpoints.', content: { 'application/json': { schema: WebhookEndpointList } } },
+    ...errorResponses(401, 429),
+  },
+});
+
+const deliveries = createRoute({
+  method: 'get',
+  path: '/v1/webhooks/{endpoint_id}/deliveries',
+  tags: ['webhooks'],
+  summary: 'List recent webhook deliveries',
+  description: `The ${q.RECENT_DELIVERIES} most recent deliveries to the endpoint, newest first, pending retries included.`,
+  security: SECURITY,
+  request: { params: z.object({ endpoint_id: z.string().max(100) }) },
+  responses: {
+    200: { description: 'The deliveries.', content: { 'application/json': { schema: WebhookDeliveryList } } },
+    ...errorResponses(401, 404, 422, 429),
+  },
+});
+
+export function registerWebhookRoutes(app: OpenAPIHono<AppEnv>) {
+  app.openapi(list, async (c) => {
+    const rows = await q.listEndpoints(c.var.deps.sql, c.var.projectId);
+    return c.json({ data: rows.map(toEndpointResponse) }, 200);
+  });
+
+  app.openapi(deliveries, async (c) => {
+    const { sql } = c.var.deps;
+    const { endpoint_id: endpointId } = c.req.valid('param');
+    if (!(await q.getEndpoint(sql, c.var.projectId, endpointId))) throw new ApiError('not_found', 'Webhook endpoint not found.');
+    const rows = await q.listRecentDeliveries(sql, c.var.projectId, endpointId);
+    return c.json({ data: rows.map(toDeliveryResponse) }, 200);
+  });
+}
