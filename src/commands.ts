@@ -4,6 +4,7 @@ import type { Sql } from './platform/db.ts';
 import { migrateDatabase } from './platform/migrate.ts';
 import { createProject, ServiceError } from './projects/service.ts';
 import { createApiKey, revokeApiKey } from './keys/service.ts';
+import { connectProvider, disconnectProvider } from './providers/connections.ts';
 
 export type CommandContext = { config: Config; sql: () => Sql };
 type Options = Record<string, { type: 'string' | 'boolean' }>;
@@ -51,6 +52,32 @@ export const COMMANDS: Record<string, Command> = {
       if (!args[0]) throw new ServiceError(`KEY_ID is required: ${this.usage}`);
       const k = await revokeApiKey(ctx.sql(), args[0]);
       return { id: k.id, revoked_at: k.revokedAt!.toISOString() };
+    },
+  },
+  'provider connect': {
+    usage: 'provider connect --project P --region R --access-key-id ID --secret-access-key S [--configuration-set N] [--events-queue-url U] [--sns-topic-arn A]',
+    options: {
+      project: { type: 'string' }, region: { type: 'string' }, 'access-key-id': { type: 'string' },
+      'secret-access-key': { type: 'string' }, 'configuration-set': { type: 'string' },
+      'events-queue-url': { type: 'string' }, 'sns-topic-arn': { type: 'string' },
+    },
+    run(ctx, v) {
+      return connectProvider(ctx.sql(), ctx.config, {
+        projectId: required(v, 'project', this.usage),
+        region: required(v, 'region', this.usage),
+        accessKeyId: required(v, 'access-key-id', this.usage),
+        secretAccessKey: required(v, 'secret-access-key', this.usage),
+        configurationSet: v['configuration-set'] as string | undefined,
+        eventsQueueUrl: v['events-queue-url'] as string | undefined,
+        snsTopicArn: v['sns-topic-arn'] as string | undefined,
+      });
+    },
+  },
+  'provider disconnect': {
+    usage: 'provider disconnect --project P',
+    options: { project: { type: 'string' } },
+    run(ctx, v) {
+      return disconnectProvider(ctx.sql(), required(v, 'project', this.usage));
     },
   },
 };

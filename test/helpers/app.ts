@@ -43,7 +43,7 @@ export async function createTestContext(opts: { env?: Record<string, string>; li
       const key = await createApiKey(sql, project.id, 'test key');
       return { projectId: project.id, key: key.key, keyId: key.id };
     },
-    call(key, path, init = {}) {
+    async call(key, path, init = {}) {
       const headers: Record<string, string> = { ...(init.headers ?? {}) };
       if (key) headers.authorization = `Bearer ${key}`;
       let body: string | undefined;

@@ -1,0 +1,85 @@
+import type { Config } from '../platform/config.ts';
+import type { Sql } from '../platform/db.ts';
+import { decrypt, deriveKey, encrypt } from '../platform/crypto.ts';
+import { requireProject, ServiceError } from '../projects/service.ts';
+
+export type ProviderConnection = {
+  projectId: string;
+  provider: 'ses';
+  region: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  configurationSet: string | null;
+  eventsQueueUrl: string | null;
+  snsTopicArn: string | null;
+  updatedAt: Date;
+};
+
+type ConnectionRow = Omit<ProviderConnection, 'secretAccessKey'> & { secretAccessKeyEncrypted: Buffer };
+
+const REGION = /^[a-z]{2}(-[a-z]+)+-\d$/;
+
+export type ConnectInput = {
+  projectId: string;
+  region: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  configurationSet?: string;
+  eventsQueueUrl?: string;
+  snsTopicArn?: string;
+};
+
+function reveal(config: Config, row: ConnectionRow): ProviderConnection {
+  const { secretAccessKeyEncrypted, ...rest } = row;
+  return { ...rest, secretAccessKey: decrypt(deriveKey(config.secretKey, 'provider-credentials'), secretAccessKeyEncrypted) };
+}
+
+/** Stores (or replaces) the project's SES connection; the secret is sealed with AES-256-GCM. */
+export async function connectProvider(sql: Sql, config: Config, input: ConnectInput) {
+  await requireProject(sql, input.projectId);
+  if (!REGION.test(input.region)) throw new ServiceError(`region "${input.region}" is not an AWS region such as us-east-1`);
+  if (!input.accessKeyId.trim() || !input.secretAccessKey.trim()) throw new ServiceError('access key id and secret access key are required');
+  if (input.eventsQueueUrl && !/^https?:\/\//.test(input.eventsQueueUrl)) throw new ServiceError('events queue URL must be an http(s) SQS queue URL');
+  if (input.snsTopicArn && !/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]+$/.test(input.snsTopicArn)) throw new ServiceError('SNS topic ARN must look like arn:aws:sns:REGION:ACCOUNT:NAME');
+  const sealed = encrypt(deriveKey(config.secretKey, 'provider-credentials'), input.secretAccessKey.trim());
+  await sql`
+    insert into provider_connections (project_id, region, access_key_id, secret_access_key_encrypted,
+      configuration_set, events_queue_url, sns_topic_arn)
+    values (${input.projectId}, ${input.region}, ${input.accessKeyId.trim()}, ${sealed},
+      ${input.configurationSet ?? null}, ${input.eventsQueueUrl ?? null}, ${input.snsTopicArn ?? null})
+    on conflict (project_id) do update set
+      region = excluded.region, access_key_id = excluded.access_key_id,
+      secret_access_key_encrypted = excluded.secret_access_key_encrypted,
+      configuration_set = excluded.configuration_set, events_queue_url = excluded.events_queue_url,
+      sns_topic_arn = excluded.sns_topic_arn, updated_at = now()`;
+  return { project: input.projectId, provider: 'ses' as const, region: input.region };
+}
+
+export async function disconnectProvider(sql: Sql, projectId: string) {
+  await requireProject(sql, projectId);
+  await sql`delete from provider_connections where project_id = ${projectId}`;
+  return { project: projectId, provider: null };
+}
+
+const COLUMNS = 'project_id, provider, region, access_key_id, secret_access_key_encrypted, configuration_set, events_queue_url, sns_topic_arn, updated_at';
+
+/** The project's connection with its secret decrypted, or undefined: the project sends to the sink. */
+export async function getProviderConnection(sql: Sql, config: Config, projectId: string) {
+  const [row] = await sql<[ConnectionRow?]>`
+    select ${sql.unsafe(COLUMNS)} from provider_connections where project_id = ${projectId}`;
+  return row ? reveal(config, row) : undefined;
+}
+
+/** Connections with an events queue, for the SQS poller. */
+export async function listQueueConnections(sql: Sql, config: Config) {
+  const rows = await sql<ConnectionRow[]>`
+    select ${sql.unsafe(COLUMNS)} from provider_connections where events_queue_url is not null order by project_id`;
+  return rows.map((r) => reveal(config, r));
+}
+
+/** The project that trusts this SNS topic, for HTTPS push. */
+export async function findConnectionByTopicArn(sql: Sql, config: Config, topicArn: string) {
+  const [row] = await sql<[ConnectionRow?]>`
+    select ${sql.unsafe(COLUMNS)} from provider_connections where sns_topic_arn = ${topicArn} limit 1`;
+  return row ? reveal(config, row) : undefined;
+}

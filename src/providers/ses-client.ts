@@ -1,0 +1,24 @@
+import { SESv2Client } from '@aws-sdk/client-sesv2';
+import type { Config } from '../platform/config.ts';
+import type { ProviderConnection } from './connections.ts';
+
+const clients = new Map<string, { version: string; client: SESv2Client }>();
+
+/**
+ * One SES v2 client per connection, reused across sends (it holds the HTTP keep-alive pool).
+ * A changed connection (new keys or region) gets a fresh client.
+ */
+export function sesClientFor(config: Config, conn: ProviderConnection): SESv2Client {
+  const version = `${conn.updatedAt.getTime()}:${conn.region}:${conn.accessKeyId}`;
+  const cached = clients.get(conn.projectId);
+  if (cached?.version === version) return cached.client;
+  cached?.client.destroy();
+  const client = new SESv2Client({
+    region: conn.region,
+    credentials: { accessKeyId: conn.accessKeyId, secretAccessKey: conn.secretAccessKey },
+    ...(config.awsEndpointSesv2 ? { endpoint: config.awsEndpointSesv2 } : {}),
+    maxAttempts: 1, // retries are the job queue's, with backoff an hour long, not the SDK's
+  });
+  clients.set(conn.projectId, { version, client });
+  return client;
+}
