@@ -19,9 +19,9 @@ export function urlFor(database: string): string {
  * A fresh database cloned from the migrated template, dropped when the test file ends.
  * Real PostgreSQL, never a mock: graphile-worker, constraints and locks all behave as in production.
  */
-export async function createTestDatabase(): Promise<{ url: string; sql: Sql; name: string }> {
-  const template = process.env.MAILROOM_TEST_TEMPLATE!;
-  const name = `${template}_${randomBytes(5).toString('hex')}`;
+export async function createTestDatabase(opts: { empty?: boolean } = {}): Promise<{ url: string; sql: Sql; name: string }> {
+  const template = opts.empty ? 'template0' : process.env.MAILROOM_TEST_TEMPLATE!;
+  const name = `${process.env.MAILROOM_TEST_TEMPLATE!}_${randomBytes(5).toString('hex')}`;
   const admin = postgres(adminUrl(), { max: 1, onnotice: () => {} });
   // CREATE DATABASE … TEMPLATE fails while anyone else is connected to the template; retry briefly.
   for (let attempt = 0; ; attempt++) {

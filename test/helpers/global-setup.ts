@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { readFile } from 'node:fs/promises';
 import postgres from 'postgres';
 import { randomBytes } from 'node:crypto';
 import { migrateDatabase } from '../../src/platform/migrate.ts';
@@ -47,6 +48,13 @@ export async function globalSetup() {
   await admin.unsafe(`create database ${template}`);
   await admin.end();
   await migrateDatabase(withDatabase(adminUrl, template));
+  // Uncommitted schema work in migrations/current.sql applies too, as `graphile-migrate watch` would.
+  const current = await readFile(path.resolve('migrations/current.sql'), 'utf8');
+  if (current.replace(/--.*$/gm, '').trim()) {
+    const tpl = postgres(withDatabase(adminUrl, template), { max: 1, onnotice: () => {} });
+    await tpl.unsafe(current);
+    await tpl.end();
+  }
   process.env.MAILROOM_TEST_ADMIN_URL = adminUrl;
   process.env.MAILROOM_TEST_TEMPLATE = template;
 }

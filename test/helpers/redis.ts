@@ -28,10 +28,11 @@ export function testRedisUrl(): Promise<string | undefined> {
 
 export const REDIS_SKIP_REASON = 'no Redis at REDIS_URL or 127.0.0.1:6379';
 
-/** A dedicated client whose keys get a unique prefix, closed when the file ends. */
-export function testRedisClient(url: string): Redis {
-  const client = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+/** A dedicated connected client, closed when the file ends. */
+export async function testRedisClient(url: string): Promise<Redis> {
+  const client = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true });
   client.on('error', () => {});
   after(() => client.disconnect());
+  await client.connect();
   return client;
 }

@@ -1,0 +1,61 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { after } from 'node:test';
+import path from 'node:path';
+
+export const ROOT = path.resolve(import.meta.dirname, '../..');
+const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
+const BIN = path.join(ROOT, 'node_modules/.bin');
+
+export type Spawned = {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+  /** Resolves with the first JSON log line matching `msg`. */
+  logLine(msg: string, timeoutMs?: number): Promise<Record<string, unknown>>;
+};
+
+/**
+ * Runs an entry point (src/main.ts, src/cli.ts, …) the way npm scripts do: Node 24 from the
+ * project first on PATH, only the environment given plus PATH and HOME. Killed after the file.
+ */
+export function spawnEntry(entry: string, env: Record<string, string>, args: string[] = []): Spawned {
+  const child = spawn(TSX, [path.join(ROOT, entry), ...args], {
+    cwd: ROOT,
+    env: { PATH: `${BIN}:${process.env.PATH}`, HOME: process.env.HOME ?? '/root', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d) => { out += d; });
+  child.stderr!.on('data', (d) => { err += d; });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  after(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    async logLine(msg, timeoutMs = 20_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        for (const line of out.split('\n')) {
+          try {
+            const parsed = JSON.parse(line);
+            if (parsed.msg === msg) return parsed;
+          } catch { /* not JSON */ }
+        }
+        if (child.exitCode !== null) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`no "${msg}" log line; stdout:\n${out}\nstderr:\n${err}`);
+    },
+  };
+}
+
+/** Runs the CLI to completion: `npm run --silent cli -- …` without npm's own start-up. */
+export async function runCli(args: string[], env: Record<string, string>) {
+  const p = spawnEntry('src/cli.ts', env, args);
+  const code = await p.exited;
+  return { code, stdout: p.stdout(), stderr: p.stderr(), json: () => JSON.parse(p.stdout()) };
+}

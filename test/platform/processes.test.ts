@@ -1,0 +1,64 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import postgres from 'postgres';
+import { createTestDatabase } from '../helpers/db.ts';
+import { spawnEntry } from '../helpers/process.ts';
+import { TEST_SECRET_KEY } from '../helpers/app.ts';
+
+const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const env = (databaseUrl: string, extra: Record<string, string> = {}) => ({
+  DATABASE_URL: databaseUrl, REDIS_URL, SECRET_KEY: TEST_SECRET_KEY, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...extra,
+});
+
+test('npm start: serves, then SIGTERM drains and exits 0', async () => {
+  const { url } = await createTestDatabase();
+  const p = spawnEntry('src/main.ts', env(url));
+  const { url: base } = (await p.logLine('api listening')) as { url: string };
+  await p.logLine('worker running');
+  assert.deepEqual(await (await fetch(`${base}/healthz`)).json(), { status: 'ok' });
+  const ready = await (await fetch(`${base}/readyz`)).json();
+  assert.equal(ready.dependencies.database, true);
+  const [beat] = await postgres(url, { max: 1 })`select count(*)::int as n from worker_heartbeats`;
+  assert.equal(beat!.n, 1, 'the worker pool heartbeats');
+  p.child.kill('SIGTERM');
+  assert.equal(await p.exited, 0);
+  assert.match(p.stdout(), /"msg":"stopped"/);
+});
+
+test('the two processes run split: start:api serves, start:worker works the queue', async () => {
+  const { url } = await createTestDatabase();
+  const api = spawnEntry('src/api.ts', env(url));
+  const worker = spawnEntry('src/worker.ts', env(url));
+  const { url: base } = (await api.logLine('api listening')) as { url: string };
+  await worker.logLine('worker running');
+  assert.equal((await fetch(`${base}/healthz`)).status, 200);
+  assert.doesNotMatch(worker.stdout(), /api listening/, 'the worker serves no HTTP');
+  api.child.kill('SIGTERM');
+  worker.child.kill('SIGTERM');
+  assert.deepEqual(await Promise.all([api.exited, worker.exited]), [0, 0]);
+});
+
+test('MIGRATE_ON_START=yes: two replicas starting together on an empty database both come up', async () => {
+  const { url, sql } = await createTestDatabase({ empty: true });
+  const a = spawnEntry('src/main.ts', env(url, { MIGRATE_ON_START: 'yes' }));
+  const b = spawnEntry('src/api.ts', env(url, { MIGRATE_ON_START: 'YES' }));
+  const [la, lb] = await Promise.all([a.logLine('migrations applied', 30_000), b.logLine('migrations applied', 30_000)]);
+  assert.equal(Number(la.applied) + Number(lb.applied), 1, 'the migration ran exactly once');
+  await Promise.all([a.logLine('api listening'), b.logLine('api listening')]);
+  const [{ n }] = await sql`select count(*)::int as n from graphile_migrate.migrations` as unknown as [{ n: number }];
+  assert.equal(n, 1);
+  const views = await sql`select table_name from information_schema.views where table_schema = 'ops' order by 1`;
+  assert.deepEqual(views.map((v) => v.tableName), ['domains', 'email_pipeline', 'queue', 'stuck', 'webhook_health']);
+  a.child.kill('SIGTERM');
+  b.child.kill('SIGTERM');
+  await Promise.all([a.exited, b.exited]);
+});
+
+test('a failed migration stops the process with one clear line', async () => {
+  const { url, sql } = await createTestDatabase({ empty: true });
+  await sql`create table projects (conflicting int)`;
+  const p = spawnEntry('src/main.ts', env(url, { MIGRATE_ON_START: 'on' }));
+  assert.equal(await p.exited, 1);
+  assert.match(p.stderr(), /^mailroom: migration failed: /m);
+  assert.doesNotMatch(p.stdout(), /api listening/);
+});
