@@ -17,11 +17,13 @@ export const DomainResponse = z
     id: z.string(),
     value: z.string(),
     region: z.string(),
-    verification_status: z.enum(DOMAIN_STATUSES),
-    dkim_status: z.enum(DOMAIN_STATUSES).nullable().optional(),
-    mail_from_status: z.enum(DOMAIN_STATUSES).nullable().optional(),
+    verification_status: z.enum(DOMAIN_STATUSES).openapi({
+      description: 'Sending from the domain is possible only at `success`. `pending` until SES finds the DKIM records (usually minutes, at most 72 hours); `failed` when it gave up; `temporary_failure` when a DNS problem interrupted a verified domain; `not_started` when SES has not begun (or no longer has the identity).',
+    }),
+    dkim_status: z.enum(DOMAIN_STATUSES).nullable().optional().openapi({ description: 'Easy DKIM status, same vocabulary.' }),
+    mail_from_status: z.enum(DOMAIN_STATUSES).nullable().optional().openapi({ description: 'Custom MAIL FROM status; null when none is set.' }),
     dns_records: z.array(DnsRecordResponse).optional(),
-    last_checked_at: z.string().datetime().nullable().optional(),
+    last_checked_at: z.string().datetime().nullable().optional().openapi({ description: 'When SES was last asked. The worker re-checks on a schedule.' }),
     created_at: z.string().datetime(),
   })
   .openapi('DomainResponse');

@@ -11,7 +11,7 @@ import { createTestDatabase } from './db.ts';
 export const TEST_SECRET_KEY = 'test-secret-key-that-is-long-enough-0123456789';
 
 export function testConfig(databaseUrl: string, env: Record<string, string> = {}): Config {
-  return loadConfig({ SECRET_KEY: TEST_SECRET_KEY, LOG_LEVEL: 'silent', ...env, DATABASE_URL: databaseUrl }, { requireRedis: false });
+  return loadConfig({ SECRET_KEY: TEST_SECRET_KEY, LOG_LEVEL: 'silent', SINK_SMTP_PORT: '0', ...env, DATABASE_URL: databaseUrl }, { requireRedis: false });
 }
 
 export type TestContext = {

@@ -1,0 +1,88 @@
+import type { Config } from '../platform/config.ts';
+import type { Sql } from '../platform/db.ts';
+import { newId } from '../platform/ids.ts';
+import { requireProject, ServiceError } from '../projects/service.ts';
+import { getProviderConnection } from '../providers/connections.ts';
+import { sesClientFor } from '../providers/ses-client.ts';
+import { normaliseDomainName, normaliseMailFrom, normaliseRegion } from './names.ts';
+import * as q from './queries.ts';
+import type { DomainRow } from './schemas.ts';
+import { createOrAdoptIdentity, getIdentity, putMailFrom } from './ses-identity.ts';
+import type { IdentityState } from './status.ts';
+
+export type AddDomainOptions = { region?: string; mailFrom?: string };
+
+async function requireConnection(sql: Sql, config: Config, projectId: string) {
+  const conn = await getProviderConnection(sql, config, projectId);
+  if (!conn) throw new ServiceError(`project ${projectId} has no SES connection; run \`provider connect\` first (domains are verified with SES)`);
+  return conn;
+}
+
+/**
+ * Registers a sender domain with SES (Easy DKIM) and stores what the customer must publish.
+ * Everything is checked before SES is called, and nothing is stored unless SES accepted it.
+ * Used by the CLI and the dashboard; a bare string for `opts` is the region.
+ */
+export async function addDomain(sql: Sql, config: Config, projectId: string, name: string, opts: AddDomainOptions | string = {}): Promise<DomainRow> {
+  const options = typeof opts === 'string' ? { region: opts } : opts;
+  const value = normaliseDomainName(name);
+  const mailFrom = options.mailFrom ? normaliseMailFrom(options.mailFrom, value) : undefined;
+  await requireProject(sql, projectId);
+  if (await q.domainExists(sql, projectId, value)) throw new ServiceError(`domain ${value} is already in project ${projectId}`);
+  const conn = await requireConnection(sql, config, projectId);
+  const region = options.region ? normaliseRegion(options.region) : conn.region;
+  const client = sesClientFor(config, conn, region);
+
+  const { state, adopted } = await createOrAdoptIdentity(client, value);
+  let stored: IdentityState = state;
+  if (mailFrom && mailFrom !== state.mailFromDomain) {
+    await putMailFrom(client, value, mailFrom);
+    // SES starts checking the MX record as soon as the attribute is set.
+    stored = { ...state, mailFromDomain: mailFrom, mailFromStatus: 'pending' };
+  }
+  try {
+    // An adopted identity was just read from SES, so it counts as checked.
+    return await q.insertDomain(sql, { id: newId('domain'), projectId, value, region, checked: adopted, ...stored });
+  } catch (err) {
+    if ((err as { code?: string }).code === '23505') throw new ServiceError(`domain ${value} is already in project ${projectId}`);
+    throw err;
+  }
+}
+
+const FIELDS = [
+  ['verification_status', 'verificationStatus'],
+  ['dkim_status', 'dkimStatus'],
+  ['mail_from_status', 'mailFromStatus'],
+] as const;
+
+/**
+ * Asks SES about the domain now and stores the statuses and `last_checked_at`; each status
+ * that moved is appended to status_history. `projectId` scopes the lookup for callers acting
+ * for a project (the dashboard); the operator CLI names only the id.
+ */
+export async function checkDomain(sql: Sql, config: Config, domainId: string, projectId?: string): Promise<DomainRow> {
+  const owner = projectId ?? (await q.findDomainProject(sql, domainId));
+  const domain = owner ? await q.findDomain(sql, owner, domainId) : undefined;
+  if (!owner || !domain) throw new ServiceError(`domain ${domainId} not found`);
+  const conn = await requireConnection(sql, config, owner);
+  const found = await getIdentity(sesClientFor(config, conn, domain.region), domain.value);
+  // SES no longer has the identity (deleted in the console): nothing is being verified.
+  const state: IdentityState = found ?? {
+    verificationStatus: 'not_started', dkimStatus: null, mailFromStatus: null,
+    dkimTokens: domain.dkimTokens, mailFromDomain: domain.mailFromDomain,
+  };
+  await sql.begin(async (tx) => {
+    // The row lock orders two checks of one domain, so each sees the other's result as "from".
+    const current = await tx<[DomainRow?]>`
+      select verification_status, dkim_status, mail_from_status from domains
+      where id = ${domainId} and project_id = ${owner} for update`;
+    if (!current[0]) return;
+    const at = new Date().toISOString();
+    const changes = FIELDS.filter(([, key]) => current[0]![key] !== state[key])
+      .map(([field, key]) => ({ at, field, from: current[0]![key], to: state[key] }));
+    await q.recordCheck(tx, owner, domainId, state, changes);
+  });
+  const updated = await q.findDomain(sql, owner, domainId);
+  if (!updated) throw new ServiceError(`domain ${domainId} not found`);
+  return updated;
+}
