@@ -3,6 +3,7 @@ import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import type { RateLimiter } from './rate-limit.ts';
+import type { SnsFetch } from '../events/sns-fetch.ts';
 
 /** Everything a request handler may touch; built once per process by the entry point. */
 export type AppDeps = {
@@ -11,6 +12,8 @@ export type AppDeps = {
   log: Logger;
   limiter: RateLimiter;
   redis?: Redis;
+  /** SNS certificate and confirmation fetches for HTTPS push; the real one when unset. */
+  snsFetch?: SnsFetch;
 };
 
 export type AppEnv = {

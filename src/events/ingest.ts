@@ -1,0 +1,71 @@
+import type { TxSql } from '../platform/db.ts';
+import type { Logger } from '../platform/log.ts';
+import { addSuppressions } from '../suppressions/queries.ts';
+import { normaliseSesEvent } from './normalise.ts';
+import { recordEvent } from './record.ts';
+
+export type IngestOutcome = 'recorded' | 'duplicate' | 'ignored' | 'unknown_email' | 'invalid';
+
+/**
+ * Notifications dropped since the process started, by cause. An unknown message id is
+ * expected now and then (mail sent before the project was connected, or by another system
+ * sharing the configuration set), but a steady climb means the wrong queue or topic is wired.
+ */
+export const ingestCounters = { unknownEmail: 0, ignored: 0, invalid: 0 };
+
+async function findEmailId(tx: TxSql, projectId: string, providerMessageId: string) {
+  const [row] = await tx<[{ id: string }?]>`
+    select id from emails where project_id = ${projectId} and provider_message_id = ${providerMessageId}`;
+  return row?.id;
+}
+
+async function markDelivered(tx: TxSql, projectId: string, emailId: string, at: Date) {
+  // The first recipient's delivery is the moment the message was delivered; later ones don't move it.
+  await tx`
+    update emails set delivered_at = least(delivered_at, ${at}), updated_at = now()
+    where id = ${emailId} and project_id = ${projectId}`;
+}
+
+/**
+ * Applies one SES record for the project inside the caller's transaction: the event (with its
+ * webhook deliveries), `delivered_at`, and suppression of hard-bounced or complaining
+ * recipients all commit together or not at all.
+ */
+export async function ingestSesRecord(tx: TxSql, log: Logger, projectId: string, raw: unknown): Promise<IngestOutcome> {
+  const normalised = normaliseSesEvent(raw);
+  if (normalised.kind === 'invalid') {
+    ingestCounters.invalid++;
+    log.warn({ projectId, dropped: ingestCounters.invalid }, 'event notification is not an SES event record; dropped');
+    return 'invalid';
+  }
+  if (normalised.kind === 'ignored') {
+    ingestCounters.ignored++;
+    log.debug({ projectId, sesType: normalised.reason }, 'SES notification type not reported as an event');
+    return 'ignored';
+  }
+
+  const emailId = await findEmailId(tx, projectId, normalised.providerMessageId);
+  if (!emailId) {
+    ingestCounters.unknownEmail++;
+    log.info(
+      { projectId, providerMessageId: normalised.providerMessageId, type: normalised.type, dropped: ingestCounters.unknownEmail },
+      'event for an unknown provider message id; dropped',
+    );
+    return 'unknown_email';
+  }
+
+  const eventId = await recordEvent(tx, {
+    projectId,
+    emailId,
+    type: normalised.type,
+    data: normalised.data,
+    dedupeKey: normalised.dedupeKey,
+  });
+  if (!eventId) return 'duplicate';
+  if (normalised.deliveredAt) await markDelivered(tx, projectId, emailId, normalised.deliveredAt);
+  if (normalised.suppress && normalised.suppress.addresses.length) {
+    await addSuppressions(tx, projectId, normalised.suppress.addresses, normalised.suppress.reason, emailId);
+  }
+  log.debug({ projectId, emailId, eventId, type: normalised.type }, 'event recorded');
+  return 'recorded';
+}

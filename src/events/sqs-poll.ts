@@ -1,0 +1,181 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DeleteMessageBatchCommand, ReceiveMessageCommand, SQSClient, type Message } from '@aws-sdk/client-sqs';
+import type { Config } from '../platform/config.ts';
+import type { Sql } from '../platform/db.ts';
+import type { Logger } from '../platform/log.ts';
+import { listQueueConnections, type ProviderConnection } from '../providers/connections.ts';
+import { ingestSesRecord } from './ingest.ts';
+import { unwrapSesRecord } from './normalise.ts';
+
+export type SqsPollOptions = {
+  /** ReceiveMessage long-poll wait, 0 to 20 s. */
+  waitTimeSeconds?: number;
+  /** How often the list of connected queues is re-read, so new connections start polling. */
+  refreshMs?: number;
+  /** Backoff after a failed receive or commit: base × 2^(n-1), capped, ±20 %. */
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+};
+
+type Deps = { config: Config; sql: Sql; log: Logger };
+type Poller = { version: string; stop(): Promise<void> };
+
+/** Queues live in their own region, which need not be the SES region of the connection. */
+function queueRegion(queueUrl: string, fallback: string): string {
+  try {
+    const host = new URL(queueUrl).hostname;
+    return host.match(/^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$/)?.[1] ?? host.match(/^([a-z0-9-]+)\.queue\.amazonaws\.com$/)?.[1] ?? fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+function sdkLogger(log: Logger) {
+  return {
+    debug: () => {},
+    info: () => {},
+    warn: (...args: unknown[]) => log.warn({ sdk: args.map(String).join(' ') }, 'AWS SDK warning'),
+    error: (...args: unknown[]) => log.error({ sdk: args.map(String).join(' ') }, 'AWS SDK error'),
+  };
+}
+
+/**
+ * A cross-account SNS subscription sends its confirmation into the queue. Visiting the URL is
+ * the queue owner's decision, so it is logged for them rather than followed.
+ */
+function warnIfSubscriptionConfirmation(body: string, log: Logger) {
+  try {
+    const envelope = JSON.parse(body) as { Type?: unknown; TopicArn?: unknown; SubscribeURL?: unknown };
+    if (envelope.Type !== 'SubscriptionConfirmation') return;
+    log.warn({ topicArn: envelope.TopicArn, subscribeUrl: envelope.SubscribeURL }, 'SNS asks to confirm the subscription of this queue; open SubscribeURL to confirm it');
+  } catch {
+    // not JSON: handled as an invalid record
+  }
+}
+
+/**
+ * Commits each message's event in its own transaction, then deletes the committed ones in one
+ * batch. A message whose commit failed stays in the queue and comes back after its visibility
+ * timeout; one that is not an SES event at all is deleted, since it can never succeed.
+ * Returns whether every message was committed.
+ */
+async function handleBatch(deps: Deps, client: SQSClient, conn: ProviderConnection, messages: Message[], log: Logger) {
+  const committed: { Id: string; ReceiptHandle: string }[] = [];
+  let allCommitted = true;
+  for (const [i, message] of messages.entries()) {
+    try {
+      const body = message.Body ?? '';
+      if (body.includes('"SubscriptionConfirmation"')) warnIfSubscriptionConfirmation(body, log);
+      const record = unwrapSesRecord(body);
+      const outcome = await deps.sql.begin((tx) => ingestSesRecord(tx, log, conn.projectId, record));
+      log.debug({ sqsMessageId: message.MessageId, outcome }, 'queued event handled');
+      if (message.ReceiptHandle) committed.push({ Id: String(i), ReceiptHandle: message.ReceiptHandle });
+    } catch (err) {
+      allCommitted = false;
+      log.warn({ err: (err as Error).message, sqsMessageId: message.MessageId }, 'event not committed; the message stays queued');
+    }
+  }
+  if (committed.length) {
+    // Not abortable: a shutdown must not leave committed events behind to be redelivered.
+    const res = await client.send(new DeleteMessageBatchCommand({ QueueUrl: conn.eventsQueueUrl!, Entries: committed }));
+    if (res.Failed?.length) log.warn({ failed: res.Failed.length }, 'some handled messages were not deleted; their repeats will be deduplicated');
+  }
+  return allCommitted;
+}
+
+function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts: Required<SqsPollOptions>): Poller {
+  const log = deps.log.child({ projectId: conn.projectId, queueUrl: conn.eventsQueueUrl });
+  const abort = new AbortController();
+  const client = new SQSClient({
+    region: queueRegion(conn.eventsQueueUrl!, conn.region),
+    credentials: { accessKeyId: conn.accessKeyId, secretAccessKey: conn.secretAccessKey },
+    ...(deps.config.awsEndpointSqs ? { endpoint: deps.config.awsEndpointSqs } : {}),
+    maxAttempts: 1, // our own backoff below, which a shutdown can interrupt
+    logger: sdkLogger(log),
+  });
+  const backoff = (failures: number) =>
+    Math.min(opts.backoffMaxMs, opts.backoffBaseMs * 2 ** (failures - 1)) * (0.8 + Math.random() * 0.4);
+
+  const loop = (async () => {
+    let failures = 0;
+    while (!abort.signal.aborted) {
+      try {
+        const res = await client.send(
+          new ReceiveMessageCommand({ QueueUrl: conn.eventsQueueUrl!, MaxNumberOfMessages: 10, WaitTimeSeconds: opts.waitTimeSeconds }),
+          { abortSignal: abort.signal },
+        );
+        const ok = await handleBatch(deps, client, conn, res.Messages ?? [], log);
+        failures = ok ? 0 : failures + 1;
+      } catch (err) {
+        if (abort.signal.aborted) break;
+        failures++;
+        log.warn({ err: (err as Error).message, failures }, 'event queue poll failed; backing off');
+      }
+      if (failures) await sleep(backoff(failures), undefined, { signal: abort.signal }).catch(() => {});
+    }
+  })();
+
+  return {
+    version,
+    async stop() {
+      abort.abort();
+      await loop;
+      client.destroy();
+    },
+  };
+}
+
+/**
+ * Long-polls the events queue of every connected project from the worker. Several replicas may
+ * poll one queue: SQS hides a received message for its visibility timeout, and the event's
+ * dedupe key makes a repeat a no-op. Errors back off and never escape; `close` aborts the poll.
+ */
+export async function startSqsPolling(deps: Deps, options: SqsPollOptions = {}) {
+  const opts: Required<SqsPollOptions> = {
+    waitTimeSeconds: 20,
+    refreshMs: 30_000,
+    backoffBaseMs: 1_000,
+    backoffMaxMs: 60_000,
+    ...options,
+  };
+  const pollers = new Map<string, Poller>();
+  let closed = false;
+
+  const refresh = async () => {
+    const connections = await listQueueConnections(deps.sql, deps.config);
+    if (closed) return;
+    const wanted = new Set<string>();
+    for (const conn of connections) {
+      wanted.add(conn.projectId);
+      const version = [conn.eventsQueueUrl, conn.region, conn.accessKeyId, conn.updatedAt.getTime()].join('|');
+      const current = pollers.get(conn.projectId);
+      if (current?.version === version) continue;
+      await current?.stop();
+      pollers.set(conn.projectId, startPoller(deps, conn, version, opts));
+      deps.log.info({ projectId: conn.projectId }, current ? 'events queue connection changed; polling again' : 'polling events queue');
+    }
+    for (const [projectId, poller] of pollers) {
+      if (wanted.has(projectId)) continue;
+      pollers.delete(projectId);
+      await poller.stop();
+    }
+  };
+
+  let refreshing = refresh().catch((err) => deps.log.error({ err: (err as Error).message }, 'could not list event queues'));
+  await refreshing;
+  const timer = setInterval(() => {
+    refreshing = refreshing
+      .then(refresh)
+      .catch((err) => deps.log.error({ err: (err as Error).message }, 'could not list event queues'));
+  }, opts.refreshMs);
+
+  return {
+    async close() {
+      closed = true;
+      clearInterval(timer);
+      await refreshing;
+      await Promise.all([...pollers.values()].map((p) => p.stop()));
+      pollers.clear();
+    },
+  };
+}
