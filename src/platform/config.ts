@@ -64,6 +64,8 @@ const schema = z.object({
   SINK_SMTP_PORT: intIn(0, 65535).default(1025),
   SINK_MAX_MESSAGES: intIn(1, 10_000_000).default(5000),
   WORKER_CONCURRENCY: intIn(1, 1000).default(8),
+  // A pool silent this long is presumed dead and its locked jobs are released; tests shorten it.
+  WORKER_DEAD_AFTER_SECONDS: intIn(3, 86_400).default(30),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
     error: 'one of fatal, error, warn, info, debug, trace, silent',
   }).default('info'),
@@ -91,6 +93,7 @@ export type Config = {
   sinkSmtpPort: number;
   sinkMaxMessages: number;
   workerConcurrency: number;
+  workerDeadAfterSeconds: number;
   logLevel: string;
   publicBaseUrl: string | undefined;
   awsEndpointSesv2: string | undefined;
@@ -124,6 +127,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
     throw new ConfigError(`${name}: expected ${issue.message}`);
   }
   const e = parsed.data;
+  if (e.EVENT_INGESTION === 'https' && !e.PUBLIC_BASE_URL) {
+    throw new ConfigError('PUBLIC_BASE_URL: required when EVENT_INGESTION=https (the public https URL SNS pushes to)');
+  }
   const development = e.NODE_ENV === 'development' || defaults.dev === true;
   const databaseUrl = e.DATABASE_URL ?? defaults.databaseUrl;
   if (!databaseUrl) throw new ConfigError('DATABASE_URL: required (a postgres:// URL); only `npm run dev` runs without it');
@@ -150,6 +156,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
     sinkSmtpPort: e.SINK_SMTP_PORT,
     sinkMaxMessages: e.SINK_MAX_MESSAGES,
     workerConcurrency: e.WORKER_CONCURRENCY,
+    workerDeadAfterSeconds: e.WORKER_DEAD_AFTER_SECONDS,
     logLevel: e.LOG_LEVEL,
     publicBaseUrl: e.PUBLIC_BASE_URL,
     awsEndpointSesv2: e.AWS_ENDPOINT_URL_SESV2,

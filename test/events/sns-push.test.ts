@@ -7,7 +7,7 @@ import { createTestContext } from '../helpers/app.ts';
 import { createSnsSigner, generateCertificate, TEST_CERT_URL } from '../helpers/sns-signer.ts';
 import { activeEndpoint, eventsOf, sentEmail, ses } from './fixtures.ts';
 
-const ctx = await createTestContext({ env: { EVENT_INGESTION: 'https' } });
+const ctx = await createTestContext({ env: { EVENT_INGESTION: 'https', PUBLIC_BASE_URL: 'https://mail.example.test' } });
 const signer = createSnsSigner();
 ctx.deps.snsFetch = signer.fetcher;
 const { sql } = ctx;

@@ -176,7 +176,7 @@ test('the worker polls only when EVENT_INGESTION=queue', async () => {
   const t = await connectedProject();
   const email = await sentEmail(sql, t.projectId);
 
-  const httpsConfig = testConfig(ctx.url, { EVENT_INGESTION: 'https', AWS_ENDPOINT_URL_SQS: sqs.endpoint, SINK_SMTP_PORT: '0' });
+  const httpsConfig = testConfig(ctx.url, { EVENT_INGESTION: 'https', PUBLIC_BASE_URL: 'https://mail.example.test', AWS_ENDPOINT_URL_SQS: sqs.endpoint, SINK_SMTP_PORT: '0' });
   const httpsServices = await startWorkerServices({ config: httpsConfig, sql, log });
   assert.ok(!httpsServices.some(([name]) => name === 'sqs-poll'));
   for (const [, close] of httpsServices) await close();

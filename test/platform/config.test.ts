@@ -72,6 +72,7 @@ test('each bad setting is refused with one line naming it', () => {
     [{ ...BASE, TRUST_PROXY: 'yes please' }, /^TRUST_PROXY: /],
     [{ ...BASE, WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/33' }, /^WEBHOOK_ALLOWED_CIDRS: /],
     [{ ...BASE, PUBLIC_BASE_URL: 'ftp://x' }, /^PUBLIC_BASE_URL: /],
+    [{ ...BASE, EVENT_INGESTION: 'https' }, /^PUBLIC_BASE_URL: required when EVENT_INGESTION=https/],
   ];
   for (const [env, pattern] of cases) {
     const message = refusal(env);
