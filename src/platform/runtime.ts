@@ -68,9 +68,11 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
       concurrency: config.workerConcurrency,
       taskList: buildTaskList(deps),
       crontab: buildCrontab(deps),
+      deadAfterSeconds: config.workerDeadAfterSeconds,
     });
     const services = await startWorkerServices(deps);
-    steps.push(...services, ['worker', () => worker.stop()]);
+    // Jobs finish first: an in-flight send may still need the sink it is talking to.
+    steps.push(['worker', () => worker.stop()], ...services);
     log.info({ concurrency: config.workerConcurrency, pool: worker.poolId }, 'worker running');
   }
 

@@ -25,8 +25,8 @@ export async function startTestWorker(config: Config, sql: Sql, opts: { crontab?
   const stop = async () => {
     if (stopped) return;
     stopped = true;
-    for (const [, close] of services) await close();
     await worker.stop();
+    for (const [, close] of services) await close();
   };
   after(stop);
   return { worker, stop };

@@ -1,0 +1,146 @@
+import type { AddressInfo } from 'node:net';
+import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
+import type { Config } from '../platform/config.ts';
+import { safeEqual } from '../platform/crypto.ts';
+import type { Sql } from '../platform/db.ts';
+import type { Logger } from '../platform/log.ts';
+import { findActiveKeyByHash, touchKey } from '../keys/queries.ts';
+import { hashApiKey } from '../keys/service.ts';
+import { recordSinkAddress, type SinkAddress } from './address.ts';
+import { isInternalSinkLogin, parseInternalEnvelopeId } from './internal-auth.ts';
+import { parseSinkMessage } from './parse.ts';
+import { insertSinkMessage } from './store.ts';
+
+export type SinkDeps = { config: Config; sql: Sql; log: Logger };
+export type SinkServer = SinkAddress & { close(): Promise<void> };
+type SinkUser = { kind: 'key'; projectId: string } | { kind: 'internal' };
+
+const KEY_SHAPE = /^sk_[A-Za-z0-9_-]{43}$/;
+
+const smtpError = (responseCode: number, message: string) => Object.assign(new Error(message), { responseCode });
+
+/** An API key logs in as its project (any username); the worker logs in with its internal login. */
+async function authenticate(deps: SinkDeps, touched: Map<string, number>, user: string, pass: string): Promise<SinkUser | undefined> {
+  if (!KEY_SHAPE.test(pass)) return isInternalSinkLogin(deps.config.secretKey, user, pass) ? { kind: 'internal' } : undefined;
+  const hash = hashApiKey(pass);
+  const key = await findActiveKeyByHash(deps.sql, hash);
+  if (!key || !safeEqual(key.keyHash, hash)) return undefined;
+  // Same once-a-minute bookkeeping as the HTTP middleware, so a key used only over SMTP shows as used.
+  if ((touched.get(key.id) ?? 0) < Date.now() - 60_000) {
+    touched.set(key.id, Date.now());
+    if (touched.size > 10_000) touched.clear();
+    await touchKey(deps.sql, key.projectId, key.id);
+  }
+  return { kind: 'key', projectId: key.projectId };
+}
+
+/** Buffers the DATA stream up to the limit; past it smtp-server answers 552 (rejectOversized). */
+function readMessage(stream: SMTPServerDataStream, limit: number): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) chunks.push(chunk);
+    });
+    stream.once('error', reject);
+    stream.once('end', () => resolve(stream.sizeExceeded || size > limit ? undefined : Buffer.concat(chunks, size)));
+  });
+}
+
+/** A key's messages belong to its project; an internal session names project and email per message. */
+function ownerOf(session: SMTPServerSession): { projectId: string; emailId: string | null } | undefined {
+  const user = session.user as SinkUser;
+  if (user.kind === 'key') return { projectId: user.projectId, emailId: null };
+  return parseInternalEnvelopeId(session.envelope.dsn?.envid);
+}
+
+async function catchMessage(deps: SinkDeps, stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
+  const raw = await readMessage(stream, deps.config.emailMaxMessageBytes);
+  if (!raw) throw smtpError(552, 'Error: message exceeds fixed maximum message size');
+  const owner = ownerOf(session)!;
+  const envelope = {
+    from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+    recipients: session.envelope.rcptTo.map((r) => r.address),
+  };
+  const parsed = await parseSinkMessage(raw, envelope);
+  const id = await insertSinkMessage(deps.sql, { ...parsed, ...owner, raw }, deps.config.sinkMaxMessages);
+  deps.log.debug({ id, ...owner, bytes: raw.length }, 'sink caught a message');
+  return id;
+}
+
+/**
+ * The built-in SMTP sink. AUTH (PLAIN or LOGIN, no TLS: it is meant for loopback and private
+ * networks) is required, so every message belongs to a project; the 250 reply names the stored
+ * message (`queued as msg_…`) so the sender can record it.
+ */
+export async function startSinkServer(deps: SinkDeps): Promise<SinkServer> {
+  const { config, log } = deps;
+  const touched = new Map<string, number>();
+  const server = new SMTPServer({
+    banner: 'Mailroom sink',
+    authMethods: ['PLAIN', 'LOGIN'],
+    allowInsecureAuth: true,
+    // No certificate to offer; clients that try STARTTLS opportunistically would fail on it.
+    disabledCommands: ['STARTTLS'],
+    size: config.emailMaxMessageBytes,
+    rejectOversized: true,
+    hideDSN: false, // ENVID carries the email of an internal delivery
+    disableReverseLookup: true,
+    logger: false,
+    closeTimeout: 3_000,
+    onAuth(auth, _session, callback) {
+      authenticate(deps, touched, auth.username ?? '', auth.password ?? '').then(
+        (user) => (user ? callback(null, { user }) : callback(smtpError(535, 'Error: Authentication credentials invalid'))),
+        (err: Error) => {
+          log.error({ err }, 'sink authentication failed unexpectedly');
+          callback(smtpError(454, 'Temporary authentication failure'));
+        },
+      );
+    },
+    onMailFrom(_address, session, callback) {
+      callback(ownerOf(session) ? null : smtpError(550, 'Error: internal delivery without a valid ENVID'));
+    },
+    onData(stream, session, callback) {
+      catchMessage(deps, stream, session).then(
+        (id) => callback(null, `OK: queued as ${id}`),
+        (err: Error & { responseCode?: number }) => {
+          if (err.responseCode === 552) return callback(err);
+          log.error({ err }, 'sink could not store a message');
+          stream.resume(); // the reply waits for the end of DATA
+          callback(smtpError(451, 'Error: message not stored, try again later'));
+        },
+      );
+    },
+  });
+  server.on('error', (err) => log.debug({ err: err.message }, 'sink connection error'));
+
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.server.once('error', reject);
+      server.listen(config.sinkSmtpPort, config.sinkSmtpHost, () => {
+        server.server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    // Several worker processes on one host share the first one's sink: it writes to the same
+    // database, so mail handed to it lands in the right project all the same.
+    if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || config.sinkSmtpPort === 0) throw err;
+    log.warn({ host: config.sinkSmtpHost, port: config.sinkSmtpPort }, 'sink port in use; sending sink mail to the listener already there');
+    return { host: config.sinkSmtpHost, port: config.sinkSmtpPort, close: async () => {} };
+  }
+  const { address, port } = server.server.address() as AddressInfo;
+  recordSinkAddress({ host: address, port });
+  log.info({ host: address, port }, 'smtp sink listening');
+
+  return {
+    host: address,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        recordSinkAddress(undefined);
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,61 @@
+import type { Sql } from '../platform/db.ts';
+import { newId } from '../platform/ids.ts';
+import type { ParsedSinkMessage } from './parse.ts';
+import type { SinkMessageRow, SinkMessageSummaryRow } from './schemas.ts';
+
+export type CaughtMessage = ParsedSinkMessage & { projectId: string; emailId: string | null; raw: Buffer };
+
+/**
+ * Stores a caught message and prunes the project's sink to `keep` in one transaction. The
+ * per-project advisory lock, taken after the insert, makes concurrent deliveries prune in turn,
+ * so each prune sees the others' rows and the count never stays above `keep`.
+ */
+export async function insertSinkMessage(sql: Sql, msg: CaughtMessage, keep: number): Promise<string> {
+  const id = newId('sinkMessage');
+  await sql.begin(async (tx) => {
+    await tx`
+      insert into sink_messages (id, project_id, email_id, from_address, to_addresses, cc_addresses, subject,
+                                 text, html, headers, attachments, raw, size_bytes)
+      values (${id}, ${msg.projectId}, ${msg.emailId}, ${msg.fromAddress}, ${msg.toAddresses}::text[],
+              ${msg.ccAddresses}::text[], ${msg.subject}, ${msg.text}, ${msg.html}, ${tx.json(msg.headers)},
+              ${tx.json(msg.attachments)}, ${msg.raw}, ${msg.raw.length})`;
+    await tx`select pg_advisory_xact_lock(hashtextextended(${`sink_prune:${msg.projectId}`}, 0))`;
+    await tx`
+      delete from sink_messages
+      where project_id = ${msg.projectId}
+        and id <= (select id from sink_messages where project_id = ${msg.projectId}
+                   order by id desc offset ${keep} limit 1)`;
+  });
+  return id;
+}
+
+const SUMMARY = (sql: Sql) =>
+  sql`id, email_id, from_address, to_addresses, cc_addresses, subject, received_at, size_bytes`;
+
+/** Newest first; fetches one extra row to answer has_more without a count. */
+export async function listSinkMessages(sql: Sql, projectId: string, opts: { limit: number; startingAfter?: string }) {
+  const rows = await sql<SinkMessageSummaryRow[]>`
+    select ${SUMMARY(sql)} from sink_messages
+    where project_id = ${projectId}
+      ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
+    order by id desc
+    limit ${opts.limit + 1}`;
+  return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
+}
+
+export async function sinkMessageExists(sql: Sql, projectId: string, id: string): Promise<boolean> {
+  const [row] = await sql`select 1 from sink_messages where id = ${id} and project_id = ${projectId}`;
+  return row !== undefined;
+}
+
+export async function getSinkMessage(sql: Sql, projectId: string, id: string) {
+  const [row] = await sql<[SinkMessageRow?]>`
+    select ${SUMMARY(sql)}, text, html, headers, attachments, raw
+    from sink_messages where id = ${id} and project_id = ${projectId}`;
+  return row;
+}
+
+export async function deleteSinkMessages(sql: Sql, projectId: string): Promise<number> {
+  const result = await sql`delete from sink_messages where project_id = ${projectId}`;
+  return result.count;
+}
