@@ -3,8 +3,18 @@ import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, ran
 /** Purposes of keys derived from SECRET_KEY; each gets its own HKDF output so one leak doesn't spread. */
 export type KeyPurpose = 'provider-credentials' | 'webhook-secrets' | 'unsubscribe-tokens' | 'sink-internal';
 
+const derived = new Map<string, Buffer>();
+
+/** Memoised: hot paths (every send, every delivery) derive the same few keys. */
 export function deriveKey(secretKey: string, purpose: KeyPurpose): Buffer {
-  return Buffer.from(hkdfSync('sha256', secretKey, 'mailroom', `mailroom:${purpose}:v1`, 32));
+  const id = `${purpose}\u0000${secretKey}`;
+  let key = derived.get(id);
+  if (!key) {
+    key = Buffer.from(hkdfSync('sha256', secretKey, 'mailroom', `mailroom:${purpose}:v1`, 32));
+    if (derived.size > 64) derived.clear();
+    derived.set(id, key);
+  }
+  return key;
 }
 
 export function sha256(data: string | Buffer): Buffer {

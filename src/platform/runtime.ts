@@ -61,6 +61,8 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
 
   if (role !== 'api') {
     const deps = { config, sql, log };
+    // The sink listens before jobs start, so sink-bound sends picked up at boot find it.
+    const services = await startWorkerServices(deps);
     const worker = await startWorker({
       databaseUrl: config.databaseUrl,
       sql,
@@ -70,7 +72,6 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
       crontab: buildCrontab(deps),
       deadAfterSeconds: config.workerDeadAfterSeconds,
     });
-    const services = await startWorkerServices(deps);
     // Jobs finish first: an in-flight send may still need the sink it is talking to.
     steps.push(['worker', () => worker.stop()], ...services);
     log.info({ concurrency: config.workerConcurrency, pool: worker.poolId }, 'worker running');

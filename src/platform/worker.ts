@@ -5,7 +5,7 @@ import type { Sql } from './db.ts';
 import type { Logger } from './log.ts';
 
 const HEARTBEAT_MS = 5_000;
-/** A pool silent for this long is presumed dead and its jobs are released. */
+/** A pool silent for this long is presumed dead and its jobs are released (WORKER_DEAD_AFTER_SECONDS). */
 const DEAD_AFTER_SECONDS = 30;
 
 export type WorkerHandle = { runner: Runner; poolId: string; stop(): Promise<void> };
@@ -22,8 +22,12 @@ export async function startWorker(opts: {
   concurrency: number;
   taskList: TaskList;
   crontab?: CronItem[];
+  deadAfterSeconds?: number;
 }): Promise<WorkerHandle> {
   const { sql, log } = opts;
+  const deadAfterSeconds = opts.deadAfterSeconds ?? DEAD_AFTER_SECONDS;
+  // Beat at least three times per dead-after window, so a live pool is never mistaken for a dead one.
+  const heartbeatMs = Math.min(HEARTBEAT_MS, Math.floor((deadAfterSeconds * 1000) / 3));
   const events = new EventEmitter() as NonNullable<Parameters<typeof run>[0]['events']>;
   let poolId = '';
   events.on('pool:create', ({ workerPool }) => { poolId = workerPool.id; });
@@ -46,13 +50,13 @@ export async function startWorker(opts: {
     await sql`
       insert into worker_heartbeats (pool_id, hostname, pid) values (${poolId}, ${os.hostname()}, ${process.pid})
       on conflict (pool_id) do update set last_seen_at = now()`;
-    await releaseJobsOfDeadPools(sql, log);
+    await releaseJobsOfDeadPools(sql, log, deadAfterSeconds);
   };
   await beat();
   let beating: Promise<void> = Promise.resolve();
   const timer = setInterval(() => {
     beating = beat().catch((err) => log.warn({ err: (err as Error).message }, 'worker heartbeat failed'));
-  }, HEARTBEAT_MS);
+  }, heartbeatMs);
 
   return {
     runner,
@@ -66,18 +70,18 @@ export async function startWorker(opts: {
   };
 }
 
-export async function releaseJobsOfDeadPools(sql: Sql, log: Logger) {
+export async function releaseJobsOfDeadPools(sql: Sql, log: Logger, deadAfterSeconds = DEAD_AFTER_SECONDS) {
   const released = await sql.begin(async (tx) => {
     const dead = await tx<{ lockedBy: string }[]>`
       select distinct j.locked_by from graphile_worker.jobs j
       where j.locked_by is not null
-        and j.locked_at < now() - make_interval(secs => ${DEAD_AFTER_SECONDS})
+        and j.locked_at < now() - make_interval(secs => ${deadAfterSeconds})
         and not exists (
           select 1 from worker_heartbeats h
-          where h.pool_id = j.locked_by and h.last_seen_at > now() - make_interval(secs => ${DEAD_AFTER_SECONDS}))`;
+          where h.pool_id = j.locked_by and h.last_seen_at > now() - make_interval(secs => ${deadAfterSeconds}))`;
     const ids = dead.map((d) => d.lockedBy);
     if (ids.length) await tx`select graphile_worker.force_unlock_workers(${ids}::text[])`;
-    await tx`delete from worker_heartbeats where last_seen_at < now() - make_interval(secs => ${DEAD_AFTER_SECONDS * 10})`;
+    await tx`delete from worker_heartbeats where last_seen_at < now() - make_interval(secs => ${deadAfterSeconds * 10})`;
     return ids;
   });
   if (released.length) log.warn({ pools: released }, 'released jobs of worker pools that stopped heartbeating');
