@@ -1,4 +1,4 @@
-import type { Sql } from '../platform/db.ts';
+import type { Sql, TxSql } from '../platform/db.ts';
 import type { EmailRow, EmailStatus } from './schemas.ts';
 
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
@@ -30,4 +30,32 @@ export async function listEmails(
     order by id desc
     limit ${opts.limit + 1}`;
   return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
+}
+
+export type NewEmail = {
+  id: string;
+  projectId: string;
+  from: string;
+  to: string[];
+  cc: string[];
+  bcc: string[];
+  replyTo: string[];
+  subject: string;
+  html: string | null;
+  text: string | null;
+  headers: Record<string, string>;
+  attachments: { filename: string; content_type: string; content: string }[];
+};
+
+/** The row and its `email__send` job; call inside `sql.begin()` so both commit or neither. */
+export async function insertQueuedEmail(tx: TxSql, e: NewEmail) {
+  await tx`
+    insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
+                        reply_to_addresses, subject, html, text, headers, attachments)
+    values (${e.id}, ${e.projectId}, 'queued', ${e.from}, ${e.to}::text[], ${e.cc}::text[], ${e.bcc}::text[],
+            ${e.replyTo}::text[], ${e.subject}, ${e.html}, ${e.text}, ${tx.json(e.headers)}, ${tx.json(e.attachments)})`;
+  await tx`
+    select graphile_worker.add_job('email__send',
+      json_build_object('email_id', ${e.id}::text, 'project_id', ${e.projectId}::text),
+      max_attempts := 25, job_key := ${e.id}::text)`;
 }

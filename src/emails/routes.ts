@@ -2,8 +2,41 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { ApiError, errorResponses } from '../http/errors.ts';
 import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
+import { readJsonBody } from '../http/body.ts';
+import { newId } from '../platform/ids.ts';
 import { EMAIL_STATUSES, EmailList, EmailResponse, toEmailResponse } from './schemas.ts';
 import * as q from './queries.ts';
+import { IdempotencyHeaders, SendEmailRequest, SendEmailResponse, parseIdempotencyKey, parseSendRequest } from './validate.ts';
+import { assertMessageSize } from './message-size.ts';
+import { acceptOnce, findReplay, fingerprint } from './idempotency.ts';
+
+const sendEmail = createRoute({
+  method: 'post',
+  path: '/v1/emails',
+  tags: ['emails'],
+  summary: 'Send an email',
+  description:
+    'Validates and records the message, then answers `queued`; a background worker sends it. ' +
+    'The assembled message (attachments base64-encoded) may be at most `EMAIL_MAX_MESSAGE_BYTES`. ' +
+    'A repeat with the same `Idempotency-Key` and body within 24 h answers the first id with ' +
+    '`Idempotent-Replayed: true`; the same key with another body answers 409.',
+  security: SECURITY,
+  request: {
+    headers: IdempotencyHeaders,
+    body: { required: true, content: { 'application/json': { schema: SendEmailRequest } } },
+  },
+  responses: {
+    201: {
+      description: 'Accepted and queued (or the replay of an earlier send with the same Idempotency-Key).',
+      headers: { 'Idempotent-Replayed': { description: '`true` when this answers a repeat.', schema: { type: 'string', enum: ['true'] } } },
+      content: { 'application/json': { schema: SendEmailResponse } },
+    },
+    ...errorResponses(401, 409, 413, 422, 429),
+  },
+});
+
+/** Bodies beyond this are refused unread (CONTRACT §3.3): base64 and JSON escaping leave room. */
+const bodyLimit = (maxMessageBytes: number) => 2 * maxMessageBytes + 1024 * 1024;
 
 const listEmails = createRoute({
   method: 'get',
@@ -39,6 +72,31 @@ const getEmail = createRoute({
 });
 
 export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
+  // The body is read here with a byte bound rather than by the route's json validator, which
+  // would buffer any size; the createRoute above still documents the request and its answers.
+  app.openAPIRegistry.registerPath(sendEmail);
+  app.post(sendEmail.path, async (c) => {
+    const { config, sql } = c.var.deps;
+    const projectId = c.var.projectId;
+    const key = parseIdempotencyKey(c.req.header('idempotency-key'));
+    const send = parseSendRequest(await readJsonBody(c.req.raw, bodyLimit(config.emailMaxMessageBytes)));
+    const print = fingerprint(send);
+    let accepted = key === undefined ? undefined : await findReplay(sql, projectId, key, print);
+    if (!accepted) {
+      const id = newId('email');
+      await assertMessageSize(send, id, projectId, config);
+      accepted = await acceptOnce(sql, projectId, key, print, async (tx) => {
+        await q.insertQueuedEmail(tx, {
+          id, projectId, ...send,
+          attachments: send.attachments.map((a) => ({ filename: a.filename, content_type: a.contentType, content: a.content })),
+        });
+        return id;
+      });
+    }
+    if (accepted.replayed) c.header('Idempotent-Replayed', 'true');
+    return c.json({ id: accepted.emailId, status: 'queued' as const }, 201);
+  });
+
   app.openapi(listEmails, async (c) => {
     const { limit, starting_after: startingAfter, status } = c.req.valid('query');
     const projectId = c.var.projectId;

@@ -1,0 +1,34 @@
+import addressparser from 'nodemailer/lib/addressparser';
+
+// A dot-atom local part and a dotted host name. Non-ASCII letters are let through for
+// internationalised addresses; quoted local parts and address literals are not accepted.
+const ATOM = "[^\\s\\x00-\\x1f\\x7f@<>()\\[\\]\\\\,;:\".]+";
+const LABEL = '[^\\s\\x00-\\x1f\\x7f@<>()\\[\\]\\\\,;:"._!#$%&\'*+/=?^`{|}~]+';
+const ADDR_SPEC = new RegExp(`^${ATOM}(?:\\.${ATOM})*@${LABEL}(?:\\.${LABEL})+$`);
+
+// `addr`, `<addr>`, `Display Name <addr>` or `"Quoted, Name" <addr>`: anything else (comments,
+// trailing words, a second address, a group) is refused rather than guessed at.
+const PHRASE = '[^\\x00-\\x1f\\x7f()<>\\[\\]:;@\\\\,"]+';
+const QUOTED = '"(?:[^"\\\\\\x00-\\x1f\\x7f]|\\\\[^\\x00-\\x1f\\x7f])*"';
+const NAME_ADDR = new RegExp(`^(?:(?:${PHRASE}|${QUOTED})\\s*)?<([^<>]+)>$`);
+
+function plausibleAddrSpec(address: string): boolean {
+  if (address.length > 254 || !ADDR_SPEC.test(address)) return false;
+  const [local = '', domain = ''] = address.split('@');
+  return local.length <= 64 && domain.split('.').every((l) => l.length <= 63 && !l.startsWith('-') && !l.endsWith('-'));
+}
+
+/**
+ * True when `value` is exactly one RFC 5322 mailbox, optionally with a display name. The
+ * address parser must agree with the shape check, so what is stored is what MailComposer will
+ * put in the header and the SMTP envelope.
+ */
+export function isMailbox(value: string): boolean {
+  const input = value.trim();
+  if (input === '' || /[\x00-\x1f\x7f]/.test(input)) return false;
+  const angle = NAME_ADDR.exec(input);
+  const spec = angle ? angle[1]!.trim() : input;
+  if (!plausibleAddrSpec(spec)) return false;
+  const parsed = addressparser(input);
+  return parsed.length === 1 && parsed[0]!.group === undefined && parsed[0]!.address === spec;
+}

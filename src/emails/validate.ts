@@ -1,0 +1,154 @@
+import { z } from '@hono/zod-openapi';
+import { validationErrorFromZod } from '../http/errors.ts';
+import { isMailbox } from './mailbox.ts';
+
+export const MAX_RECIPIENTS = 50;
+const RESERVED_HEADERS = new Set(['from', 'to', 'cc', 'bcc', 'subject', 'date', 'message-id', 'mime-version', 'content-type', 'content-transfer-encoding']);
+const HEADER_NAME = /^[!-9;-~]+$/;
+const MIME_TYPE = /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}(?:\s*;[ -~]*)?$/;
+
+const issue = (type: string, message: string, ctx?: Record<string, unknown>) => ({ message, params: { type, ...(ctx ? { ctx } : {}) } });
+
+// PostgreSQL refuses NUL in text and unpaired surrogates in jsonb; refusing them here keeps a
+// stray byte from ever reaching the database as a 500.
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const text = () => z.string().refine((s) => !s.includes('\0') && !LONE_SURROGATE.test(s), issue('string_invalid', 'String must not contain NUL or unpaired surrogate characters'));
+
+const mailbox = (max: number) =>
+  text()
+    .max(max)
+    .refine(isMailbox, issue('value_error', 'Not a valid email address: expected one RFC 5322 mailbox such as "Name <user@example.com>"'))
+    .transform((s) => s.trim());
+
+const recipients = (what: string, min = 0) =>
+  z.union([mailbox(998), z.array(mailbox(998)).min(min).max(MAX_RECIPIENTS)], { error: 'Input should be an email address or a list of email addresses' })
+    .openapi({ description: `${what}: one address or a list; each may carry a display name.`, example: ['Alice <alice@example.com>'] });
+
+const isBase64 = (s: string) => s.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(s);
+
+export const AttachmentRequest = z
+  .object({
+    filename: text().min(1).max(255).refine((s) => !/[\x00-\x1f\x7f]/.test(s), issue('value_error', 'Filename must not contain control characters')),
+    content: z
+      .string()
+      .transform((s) => s.replace(/[\r\n\t ]+/g, ''))
+      .refine(isBase64, issue('base64_invalid', 'Content must be valid base64'))
+      .openapi({ description: 'Base64-encoded file content.', example: 'SGVsbG8=' }),
+    content_type: z
+      .string()
+      .max(255)
+      .regex(MIME_TYPE, 'Content type must be a MIME type such as application/pdf')
+      // A multipart type would turn the attachment into a container and drop its bytes.
+      .refine((t) => !/^multipart\//i.test(t), issue('value_error', 'An attachment cannot be multipart/*'))
+      .default('application/octet-stream')
+      .openapi({ description: 'MIME type. Default `application/octet-stream`.' }),
+  })
+  .openapi('AttachmentRequest');
+
+const Headers = z
+  .record(z.string(), text().refine((v) => !/[\r\n]/.test(v), issue('header_value_invalid', 'Header values must not contain CR or LF')))
+  .superRefine((headers, ctx) => {
+    for (const name of Object.keys(headers)) {
+      if (!HEADER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], ...issue('header_name_invalid', 'Header names must be printable ASCII without colon or space (^[!-9;-~]+$)') });
+      else if (name.length > 76) ctx.addIssue({ code: 'custom', path: [name], ...issue('header_name_too_long', 'Header names must be at most 76 characters', { max_length: 76 }) });
+      else if (RESERVED_HEADERS.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: [name], ...issue('header_reserved', `The ${name} header is set by the service and cannot be overridden`) });
+    }
+  })
+  .openapi({ description: 'Custom headers. Names match `^[!-9;-~]+$`, at most 76 characters.', example: { 'X-Entity-Ref-ID': 'invoice-42' } });
+
+const present = (s: string | null | undefined) => typeof s === 'string' && s.length > 0;
+
+export const SendEmailRequest = z
+  .object({
+    from: mailbox(320).openapi({ description: 'Sender, max 320 characters; may carry a display name.', example: 'Acme <billing@acme.example>' }),
+    to: recipients('Recipients (at least one)', 1),
+    subject: text().max(998).openapi({ example: 'Your invoice' }),
+    html: text().nullable().optional(),
+    text: text().nullable().optional(),
+    cc: recipients('Visible copies').nullable().optional(),
+    bcc: recipients('Hidden copies; recorded, never returned').nullable().optional(),
+    reply_to: recipients('Reply-To addresses').nullable().optional(),
+    headers: Headers.optional(),
+    attachments: z.array(AttachmentRequest).optional(),
+  })
+  .superRefine((body, ctx) => {
+    const count = (v: string | string[] | null | undefined) => (v == null ? 0 : typeof v === 'string' ? 1 : v.length);
+    const total = count(body.to) + count(body.cc) + count(body.bcc);
+    if (total > MAX_RECIPIENTS) {
+      ctx.addIssue({ code: 'custom', path: [], ...issue('too_many_recipients', `At most ${MAX_RECIPIENTS} recipients in to, cc and bcc together`, { max_recipients: MAX_RECIPIENTS, count: total }) });
+    }
+    if (!present(body.html) && !present(body.text)) ctx.addIssue({ code: 'custom', path: [], ...issue('missing_content', 'Provide html, text or both') });
+  })
+  .openapi('SendEmailRequest');
+
+export const SendEmailResponse = z
+  .object({ id: z.string().openapi({ example: 'email_01JD3Z8K6Q5W0R1S2T3V4X5Y6Z' }), status: z.literal('queued') })
+  .openapi('SendEmailResponse');
+
+export const IdempotencyHeaders = z.object({
+  'idempotency-key': z.string().min(1).max(256).optional().openapi({
+    description: 'Repeat-safe sends: the same key and body within 24 h answer the first message\'s id; another body answers 409.',
+  }),
+});
+
+/** The request after validation, in the shape the database and the composer take. */
+export type SendEmail = {
+  from: string;
+  to: string[];
+  cc: string[];
+  bcc: string[];
+  replyTo: string[];
+  subject: string;
+  html: string | null;
+  text: string | null;
+  headers: Record<string, string>;
+  attachments: { filename: string; contentType: string; content: string }[];
+};
+
+const list = (v: string | string[] | null | undefined) => (v == null ? [] : typeof v === 'string' ? [v] : v);
+const orNull = (s: string | null | undefined) => (present(s) ? s! : null);
+
+type Issue = z.core.$ZodIssue;
+const receivedUndefined = (i: Issue) => i.code === 'invalid_type' && /received undefined/.test(i.message);
+const receivedArray = (i: Issue) => i.code === 'invalid_type' && /received array/.test(i.message);
+
+/**
+ * A recipient field is `string | string[]`. When both branches fail, zod reports one vague
+ * union issue; report the branch the caller was aiming at instead (a missing field as missing, an
+ * over-long list as too long), so the 422 says what is actually wrong.
+ */
+function explainUnions(issues: Issue[]): Issue[] {
+  return issues.flatMap((issue): Issue[] => {
+    if (issue.code !== 'invalid_union' || issue.errors.length !== 2) return [issue];
+    const [asString = [], asList = []] = issue.errors;
+    const prefix = (list: Issue[]) => list.map((i) => ({ ...i, path: [...issue.path, ...i.path] }));
+    if (asString.some(receivedUndefined)) return prefix(asString.filter(receivedUndefined)).map((i) => ({ ...i, message: 'Invalid input: expected string, received undefined' }));
+    if (asString.some(receivedArray)) return prefix(asList);
+    return [issue];
+  });
+}
+
+/** Validates a parsed JSON body; throws the spec's 422 with every problem found. */
+export function parseSendRequest(body: unknown): SendEmail {
+  const parsed = SendEmailRequest.safeParse(body);
+  if (!parsed.success) throw validationErrorFromZod(new z.ZodError(explainUnions(parsed.error.issues)), 'json');
+  const b = parsed.data;
+  return {
+    from: b.from,
+    to: list(b.to),
+    cc: list(b.cc),
+    bcc: list(b.bcc),
+    replyTo: list(b.reply_to),
+    subject: b.subject,
+    html: orNull(b.html),
+    text: orNull(b.text),
+    headers: b.headers ?? {},
+    attachments: (b.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.content_type, content: a.content })),
+  };
+}
+
+export function parseIdempotencyKey(value: string | undefined): string | undefined {
+  const parsed = IdempotencyHeaders.safeParse({ 'idempotency-key': value });
+  if (!parsed.success) throw validationErrorFromZod(parsed.error, 'header');
+  return parsed.data['idempotency-key'];
+}
