@@ -5,6 +5,10 @@ import { migrateDatabase } from './platform/migrate.ts';
 import { createProject, ServiceError } from './projects/service.ts';
 import { createApiKey, revokeApiKey } from './keys/service.ts';
 import { connectProvider, disconnectProvider } from './providers/connections.ts';
+import { addDomain, checkDomain } from './domains/service.ts';
+import { toDomainResponse } from './domains/schemas.ts';
+import { createEndpoint, updateEndpoint } from './webhooks/service.ts';
+import { toEndpointResponse } from './webhooks/schemas.ts';
 
 export type CommandContext = { config: Config; sql: () => Sql };
 type Options = Record<string, { type: 'string' | 'boolean' }>;
@@ -52,6 +56,43 @@ export const COMMANDS: Record<string, Command> = {
       if (!args[0]) throw new ServiceError(`KEY_ID is required: ${this.usage}`);
       const k = await revokeApiKey(ctx.sql(), args[0]);
       return { id: k.id, revoked_at: k.revokedAt!.toISOString() };
+    },
+  },
+  'domain add': {
+    usage: 'domain add --project P --domain NAME [--region R] [--mail-from SUBDOMAIN]',
+    options: { project: { type: 'string' }, domain: { type: 'string' }, region: { type: 'string' }, 'mail-from': { type: 'string' } },
+    async run(ctx, v) {
+      const d = await addDomain(ctx.sql(), ctx.config, required(v, 'project', this.usage), required(v, 'domain', this.usage), {
+        region: v.region as string | undefined,
+        mailFrom: v['mail-from'] as string | undefined,
+      });
+      return toDomainResponse(d);
+    },
+  },
+  'domain check': {
+    usage: 'domain check DOMAIN_ID',
+    async run(ctx, _v, args) {
+      if (!args[0]) throw new ServiceError(`DOMAIN_ID is required: ${this.usage}`);
+      return toDomainResponse(await checkDomain(ctx.sql(), ctx.config, args[0]));
+    },
+  },
+  'webhook create': {
+    usage: 'webhook create --project P --url URL',
+    options: { project: { type: 'string' }, url: { type: 'string' } },
+    async run(ctx, v) {
+      const { endpoint, secret } = await createEndpoint(ctx.sql(), ctx.config, required(v, 'project', this.usage), required(v, 'url', this.usage));
+      // The only time the signing secret is printed; afterwards the dashboard reveals it.
+      return { ...toEndpointResponse(endpoint), secret };
+    },
+  },
+  'webhook update': {
+    usage: 'webhook update WH_ID [--url URL] [--enable | --disable]',
+    options: { url: { type: 'string' }, enable: { type: 'boolean' }, disable: { type: 'boolean' } },
+    async run(ctx, v, args) {
+      if (!args[0]) throw new ServiceError(`WH_ID is required: ${this.usage}`);
+      if (v.enable && v.disable) throw new ServiceError(`--enable and --disable exclude each other: ${this.usage}`);
+      const enabled = v.enable ? true : v.disable ? false : undefined;
+      return toEndpointResponse(await updateEndpoint(ctx.sql(), ctx.config, undefined, args[0], { url: v.url as string | undefined, enabled }));
     },
   },
   'provider connect': {

@@ -2,19 +2,48 @@ import type { CronItem, TaskList } from 'graphile-worker';
 import type { Config } from './platform/config.ts';
 import type { Sql } from './platform/db.ts';
 import type { Logger } from './platform/log.ts';
+import { domainCheckTask } from './domains/check.task.ts';
+import { DOMAIN_RECHECK_CRON, domainRecheckTask } from './domains/recheck.task.ts';
+import { emailSendTask } from './emails/send.task.ts';
+import { PRUNE_CRON, pruneTask } from './platform/prune.task.ts';
+import { startSqsPolling } from './events/sqs-poll.ts';
+import { startSinkServer } from './sink/server.ts';
+import { closeSinkTransports } from './providers/sink-transport.ts';
+import { webhookDeliverTask } from './webhooks/deliver.task.ts';
+import type { WebhookTransportOverrides } from './webhooks/transport.ts';
 
-export type WorkerDeps = { config: Config; sql: Sql; log: Logger };
+export type WorkerDeps = {
+  config: Config;
+  sql: Sql;
+  log: Logger;
+  /** Tests only: an extra trusted CA, a fake resolver, a shorter timeout for webhook delivery. */
+  webhooks?: WebhookTransportOverrides;
+};
 
 /** Every graphile-worker task, named `noun__verb`, one file each in its capability folder. */
-export function buildTaskList(_deps: WorkerDeps): TaskList {
-  return {};
+export function buildTaskList(deps: WorkerDeps): TaskList {
+  return {
+    domain__check: domainCheckTask(deps),
+    domain__recheck: domainRecheckTask(deps),
+    email__send: emailSendTask(deps),
+    maintenance__prune: pruneTask(deps),
+    webhook__deliver: webhookDeliverTask(deps),
+  };
 }
 
 export function buildCrontab(_deps: WorkerDeps): CronItem[] {
-  return [];
+  return [DOMAIN_RECHECK_CRON, PRUNE_CRON];
 }
 
 /** Long-running services the worker process hosts besides jobs (the SMTP sink, queue polling). */
-export async function startWorkerServices(_deps: WorkerDeps): Promise<Array<[string, () => Promise<unknown>]>> {
-  return [];
+export async function startWorkerServices(deps: WorkerDeps): Promise<Array<[string, () => Promise<unknown>]>> {
+  const services: Array<[string, () => Promise<unknown>]> = [];
+  if (deps.config.eventIngestion === 'queue') {
+    const polling = await startSqsPolling(deps);
+    services.push(['sqs-poll', () => polling.close()]);
+  }
+  // The sink runs beside the jobs that hand it mail; the transport reads the bound address.
+  const sink = await startSinkServer(deps);
+  services.push(['smtp-sink', async () => { closeSinkTransports(); await sink.close(); }]);
+  return services;
 }

@@ -10,6 +10,9 @@ import { registerEmailRoutes } from '../emails/routes.ts';
 import { registerDomainRoutes } from '../domains/routes.ts';
 import { registerKeyRoutes } from '../keys/routes.ts';
 import { registerWebhookRoutes } from '../webhooks/routes.ts';
+import { registerSnsPushRoute } from '../events/sns-push.ts';
+import { registerUnsubscribeRoutes } from '../unsubscribe/routes.ts';
+import { registerSinkRoutes } from '../sink/routes.ts';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
 export function createApp(deps: AppDeps) {
@@ -45,6 +48,7 @@ export function createApp(deps: AppDeps) {
   app.notFound((c) => c.json({ error: { type: 'not_found', message: 'Route not found.' } }, 404));
 
   registerHealthRoutes(app);
+  registerUnsubscribeRoutes(app);
 
   const auth = requireApiKey();
   app.use('/v1/*', async (c, next) => (c.req.path === '/v1/events/ses' ? next() : auth(c, next)));
@@ -53,6 +57,8 @@ export function createApp(deps: AppDeps) {
   registerDomainRoutes(app);
   registerKeyRoutes(app);
   registerWebhookRoutes(app);
+  registerSinkRoutes(app);
+  if (deps.config.eventIngestion === 'https') registerSnsPushRoute(app);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
     type: 'http',

@@ -24,3 +24,45 @@ export async function listRecentDeliveries(sql: Sql, projectId: string, endpoint
     order by id desc
     limit ${RECENT_DELIVERIES}`;
 }
+
+const ENDPOINT_COLUMNS = 'id, project_id, url, status, consecutive_failures, created_at';
+
+export async function insertEndpoint(sql: Sql, e: { id: string; projectId: string; url: string; secretSealed: Buffer }) {
+  const [row] = await sql<EndpointRow[]>`
+    insert into webhook_endpoints (id, project_id, url, secret_encrypted)
+    values (${e.id}, ${e.projectId}, ${e.url}, ${e.secretSealed})
+    returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
+  return row!;
+}
+
+/**
+ * A URL edit or a re-enable clears the failure count (spec §3.3); a URL edit leaves the status
+ * alone, so a disabled endpoint stays disabled. Expressions, not read-modify-write, so a
+ * delivery settling at the same moment is not overwritten.
+ */
+export async function updateEndpoint(sql: Sql, projectId: string, endpointId: string, change: { url?: string; enabled?: boolean }) {
+  const url = change.url ?? null;
+  const enabled = change.enabled ?? null;
+  const [row] = await sql<[EndpointRow?]>`
+    update webhook_endpoints set
+      url = coalesce(${url}::text, url),
+      status = case when ${enabled}::boolean is null then status
+                    when ${enabled}::boolean then 'active' else 'disabled_by_user' end,
+      consecutive_failures = case when ${url}::text is not null or ${enabled}::boolean then 0 else consecutive_failures end,
+      updated_at = now()
+    where id = ${endpointId} and project_id = ${projectId}
+    returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
+  return row;
+}
+
+/** The operator CLI names an endpoint by id alone; this finds whose it is. */
+export async function findEndpointProject(sql: Sql, endpointId: string) {
+  const [row] = await sql<[{ projectId: string }?]>`select project_id from webhook_endpoints where id = ${endpointId}`;
+  return row?.projectId;
+}
+
+export async function getSealedSecret(sql: Sql, projectId: string, endpointId: string) {
+  const [row] = await sql<[{ secretEncrypted: Buffer }?]>`
+    select secret_encrypted from webhook_endpoints where id = ${endpointId} and project_id = ${projectId}`;
+  return row?.secretEncrypted;
+}

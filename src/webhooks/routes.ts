@@ -23,7 +23,11 @@ const deliveries = createRoute({
   path: '/v1/webhooks/{endpoint_id}/deliveries',
   tags: ['webhooks'],
   summary: 'List recent webhook deliveries',
-  description: `The ${q.RECENT_DELIVERIES} most recent deliveries to the endpoint, newest first, pending retries included.`,
+  description:
+    `The ${q.RECENT_DELIVERIES} most recent deliveries to the endpoint, newest first, pending retries included. ` +
+    'An unknown endpoint, or one of another project, answers 404. `error` is one word: timeout, connection_refused, ' +
+    'connection_reset, host_unreachable, dns_failure, tls_error, connection_failed, destination_blocked, ' +
+    'redirect_not_followed, http_error (the status is in response_status) or endpoint_disabled.',
   security: SECURITY,
   request: { params: z.object({ endpoint_id: z.string().max(100) }) },
   responses: {

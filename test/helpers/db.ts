@@ -3,6 +3,13 @@ import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { createSql, type Sql } from '../../src/platform/db.ts';
 
+const beforeDropHooks: Array<() => Promise<void>> = [];
+
+/** Registers a stop step that must run before this file's databases are dropped. */
+export function beforeDrop(stop: () => Promise<void>) {
+  beforeDropHooks.push(stop);
+}
+
 export function adminUrl(): string {
   const url = process.env.MAILROOM_TEST_ADMIN_URL;
   if (!url) throw new Error('run tests through `npm test` (the global setup builds the template database)');
@@ -37,6 +44,8 @@ export async function createTestDatabase(opts: { empty?: boolean } = {}): Promis
   const url = urlFor(name);
   const sql = createSql(url, { max: 10, appName: 'mailroom-test' });
   after(async () => {
+    // Whatever still uses the database (a worker, a server) stops before it is dropped.
+    for (const stop of beforeDropHooks.splice(0).reverse()) await stop();
     await sql.end({ timeout: 1 });
     const a = postgres(adminUrl(), { max: 1, onnotice: () => {} });
     await a.unsafe(`drop database if exists "${name}" with (force)`).catch(() => {});

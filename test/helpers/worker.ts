@@ -1,4 +1,4 @@
-import { after } from 'node:test';
+import { beforeDrop } from './db.ts';
 import type { Config } from '../../src/platform/config.ts';
 import type { Sql } from '../../src/platform/db.ts';
 import { createLogger } from '../../src/platform/log.ts';
@@ -28,6 +28,6 @@ export async function startTestWorker(config: Config, sql: Sql, opts: { crontab?
     await worker.stop();
     for (const [, close] of services) await close();
   };
-  after(stop);
+  beforeDrop(stop);
   return { worker, stop };
 }

@@ -1,0 +1,127 @@
+import type { Task } from 'graphile-worker';
+import { z } from 'zod';
+import type { Config } from '../platform/config.ts';
+import type { Sql } from '../platform/db.ts';
+import type { Logger } from '../platform/log.ts';
+import { openSecret } from './secret.ts';
+import { signWebhook } from './sign.ts';
+import { AUTO_DISABLE_AFTER, decideOutcome, type Outcome } from './outcome.ts';
+import { createWebhookTransport, USER_AGENT, type AttemptResult, type WebhookTransportOverrides } from './transport.ts';
+
+const Payload = z.object({ delivery_id: z.string().min(1), project_id: z.string().min(1) });
+
+type Attempt = {
+  id: string;
+  projectId: string;
+  endpointId: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attemptCount: number;
+  url: string;
+  endpointStatus: string;
+  secretEncrypted: Buffer;
+  eventId: string;
+  type: string;
+  emailId: string;
+  data: unknown;
+  eventCreatedAt: Date;
+};
+
+/** The delivery with its endpoint and event, read at attempt time so a URL edit reaches queued deliveries. */
+async function loadAttempt(sql: Sql, projectId: string, deliveryId: string) {
+  const [row] = await sql<[Attempt?]>`
+    select d.id, d.project_id, d.endpoint_id, d.status, d.attempt_count,
+           w.url, w.status as endpoint_status, w.secret_encrypted,
+           e.id as event_id, e.type, e.email_id, e.data, e.created_at as event_created_at
+    from webhook_deliveries d
+    join webhook_endpoints w on w.id = d.endpoint_id and w.project_id = ${projectId}
+    join events e on e.id = d.event_id and e.project_id = ${projectId}
+    where d.id = ${deliveryId} and d.project_id = ${projectId}`;
+  return row;
+}
+
+/**
+ * What follows a settled delivery, as the tail of the settling statement: reschedule (same job
+ * key: graphile-worker hands the key from the running job to this later one), clear the
+ * endpoint's failure count, or add to it (the tenth in a row disables it).
+ */
+function followUp(sql: Sql, a: Attempt, outcome: Outcome, attempted: boolean) {
+  if (outcome.status === 'pending') {
+    return sql`
+      select graphile_worker.add_job('webhook__deliver',
+        json_build_object('delivery_id', ${a.id}::text, 'project_id', ${a.projectId}::text),
+        run_at := ${outcome.runAt}::timestamptz, job_key := ${a.id}::text, max_attempts := 3)
+      from settled`;
+  }
+  if (outcome.status === 'delivered') {
+    return sql`
+      update webhook_endpoints w set consecutive_failures = 0, updated_at = now()
+      from settled where w.id = settled.endpoint_id and w.project_id = ${a.projectId} and w.consecutive_failures <> 0`;
+  }
+  // An endpoint switched off is not failing: a delivery settled without an attempt does not count.
+  if (!attempted) return sql`select 1 from settled`;
+  return sql`
+    update webhook_endpoints w set
+      consecutive_failures = w.consecutive_failures + 1,
+      status = case when w.status = 'active' and w.consecutive_failures + 1 >= ${AUTO_DISABLE_AFTER}
+                    then 'disabled_after_failures' else w.status end,
+      updated_at = now()
+    from settled where w.id = settled.endpoint_id and w.project_id = ${a.projectId}`;
+}
+
+/**
+ * Records an attempt's outcome with its follow-up in one statement, so one transaction. The
+ * update is conditional on the attempt count read before the POST: a second run of the same job
+ * that raced this one changes nothing.
+ */
+async function settle(sql: Sql, a: Attempt, outcome: Outcome, result: AttemptResult | null) {
+  // Settling without an attempt (endpoint switched off) keeps the last answer on record.
+  const attempt = result
+    ? sql`, attempt_count = attempt_count + 1, last_attempt_at = now(),
+        response_status = ${result.responseStatus}, response_body = ${result.responseBody}`
+    : sql``;
+  await sql`
+    with settled as (
+      update webhook_deliveries set
+        status = ${outcome.status},
+        next_attempt_at = ${outcome.status === 'pending' ? outcome.runAt : null},
+        error = ${outcome.error}
+        ${attempt}
+      where id = ${a.id} and project_id = ${a.projectId} and status = 'pending' and attempt_count = ${a.attemptCount}
+      returning endpoint_id)
+    ${followUp(sql, a, outcome, result !== null)}`;
+}
+
+export function webhookBody(a: Attempt): string {
+  return JSON.stringify({ id: a.eventId, type: a.type, email_id: a.emailId, created_at: a.eventCreatedAt.toISOString(), data: a.data });
+}
+
+export type DeliverDeps = { config: Config; sql: Sql; log: Logger; webhooks?: WebhookTransportOverrides };
+
+/** `webhook__deliver`: one attempt of one delivery (spec §6.3). Safe to run twice. */
+export function webhookDeliverTask(deps: DeliverDeps): Task {
+  const { config, sql, log } = deps;
+  const transport = createWebhookTransport(config, deps.webhooks);
+  return async (raw) => {
+    const payload = Payload.parse(raw);
+    const a = await loadAttempt(sql, payload.project_id, payload.delivery_id);
+    if (!a || a.status !== 'pending') return;
+    if (a.endpointStatus !== 'active') {
+      // Due for an endpoint that was switched off: settle without contacting it.
+      await settle(sql, a, { status: 'failed', error: 'endpoint_disabled' }, null);
+      return;
+    }
+    const body = webhookBody(a);
+    const timestamp = Math.floor(Date.now() / 1000);
+    const result = await transport.post(a.url, body, {
+      'content-type': 'application/json',
+      'user-agent': USER_AGENT,
+      'x-webhook-signature': signWebhook(openSecret(config, a.secretEncrypted), timestamp, body),
+      'x-webhook-timestamp': String(timestamp),
+      'x-webhook-event-id': a.eventId,
+      'x-webhook-event-type': a.type,
+    });
+    const outcome = decideOutcome(result, a.attemptCount + 1, config.webhookRetryBaseMs);
+    await settle(sql, a, outcome, result);
+    log.debug({ delivery: a.id, endpoint: a.endpointId, attempt: a.attemptCount + 1, status: outcome.status, response_status: result.responseStatus, error: outcome.error }, 'webhook attempt');
+  };
+}

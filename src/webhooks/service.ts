@@ -1,0 +1,56 @@
+import type { Config } from '../platform/config.ts';
+import type { Sql } from '../platform/db.ts';
+import { newId } from '../platform/ids.ts';
+import { requireProject, ServiceError } from '../projects/service.ts';
+import { checkDestination, destinationPolicy, systemResolver, type Resolver } from './destination.ts';
+import { generateSigningSecret, openSecret, sealSecret } from './secret.ts';
+import * as q from './queries.ts';
+
+/**
+ * Endpoint management, shared by the operator CLI and the dashboard. Failures are
+ * `ServiceError`s whose message is fit to show the operator.
+ */
+
+export type ServiceOptions = { resolve?: Resolver };
+
+/** Registers an endpoint. The secret is returned this once; afterwards only the dashboard reveals it. */
+export async function createEndpoint(sql: Sql, config: Config, projectId: string, url: string, opts: ServiceOptions = {}) {
+  await requireProject(sql, projectId);
+  const checked = await checkDestination(url, destinationPolicy(config), opts.resolve ?? systemResolver);
+  const secret = generateSigningSecret();
+  const endpoint = await q.insertEndpoint(sql, { id: newId('webhook'), projectId, url: checked, secretSealed: sealSecret(config, secret) });
+  return { endpoint, secret };
+}
+
+async function ownerOf(sql: Sql, endpointId: string, projectId?: string) {
+  const owner = projectId ?? (await q.findEndpointProject(sql, endpointId));
+  if (!owner) throw new ServiceError(`webhook endpoint ${endpointId} not found`);
+  return owner;
+}
+
+/**
+ * Edits the URL and/or switches the endpoint on or off (spec §3.3). Without `projectId` (the
+ * operator CLI) the endpoint's own project is used.
+ */
+export async function updateEndpoint(
+  sql: Sql,
+  config: Config,
+  projectId: string | undefined,
+  endpointId: string,
+  change: { url?: string; enabled?: boolean },
+  opts: ServiceOptions = {},
+) {
+  if (change.url === undefined && change.enabled === undefined) throw new ServiceError('nothing to change: give a new URL, enable or disable');
+  const owner = await ownerOf(sql, endpointId, projectId);
+  const url = change.url === undefined ? undefined : await checkDestination(change.url, destinationPolicy(config), opts.resolve ?? systemResolver);
+  const row = await q.updateEndpoint(sql, owner, endpointId, { url, enabled: change.enabled });
+  if (!row) throw new ServiceError(`webhook endpoint ${endpointId} not found`);
+  return row;
+}
+
+/** The signing secret, for the dashboard's reveal. */
+export async function getEndpointSecret(sql: Sql, config: Config, projectId: string, endpointId: string): Promise<string> {
+  const sealed = await q.getSealedSecret(sql, projectId, endpointId);
+  if (!sealed) throw new ServiceError(`webhook endpoint ${endpointId} not found`);
+  return openSecret(config, sealed);
+}

@@ -1,0 +1,143 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
+import { selfSignedCertificate, startHttpsReceiver } from '../helpers/https-receiver.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { createEndpoint } from '../../src/webhooks/service.ts';
+import { deliveriesFor, emitEvent, receiverVerifies, webhookWorker } from './helpers.ts';
+
+const worker = webhookWorker();
+const ctx = await createTestContext({ env: { WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_RETRY_BASE_MS: '20' } });
+const tls = selfSignedCertificate();
+const receiver = await startHttpsReceiver(tls);
+receiver.respond((req, res) => {
+  if (req.path === '/reject') res.writeHead(400, { 'content-type': 'text/plain' }).end('no thanks');
+  else res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+});
+await worker.start(ctx.config, ctx.sql, { ca: tls.cert });
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+/** `npm run --silent cli -- …` as an operator runs it, against this file's database. */
+function cli(args: string[], env: Record<string, string> = {}) {
+  const child = spawn('npm', ['run', '--silent', 'cli', '--', ...args], {
+    cwd: ROOT,
+    env: {
+      PATH: `${path.join(ROOT, 'node_modules/.bin')}:${process.env.PATH}`,
+      HOME: process.env.HOME ?? '/root',
+      DATABASE_URL: ctx.url,
+      SECRET_KEY: TEST_SECRET_KEY,
+      WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => { stdout += d; });
+  child.stderr.on('data', (d) => { stderr += d; });
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+test('GET /v1/webhooks and /deliveries show each outcome; the secret never appears', async () => {
+  const { projectId, key } = await ctx.tenant();
+  const good = await createEndpoint(ctx.sql, ctx.config, projectId, receiver.url('/accept'));
+  const bad = await createEndpoint(ctx.sql, ctx.config, projectId, receiver.url('/reject'));
+  const { eventId } = await emitEvent(ctx.sql, projectId);
+  await waitFor('both deliveries', async () => {
+    const rows = [...(await deliveriesFor(ctx.sql, good.endpoint.id)), ...(await deliveriesFor(ctx.sql, bad.endpoint.id))];
+    return rows.length === 2 && rows.every((r) => r.status !== 'pending');
+  });
+
+  const listed = await ctx.call(key, '/v1/webhooks');
+  assert.equal(listed.status, 200);
+  const list = await listed.text();
+  const { data } = JSON.parse(list);
+  assert.deepEqual(data.map((e: { id: string }) => e.id).sort(), [good.endpoint.id, bad.endpoint.id].sort());
+  const badView = data.find((e: { id: string }) => e.id === bad.endpoint.id);
+  assert.deepEqual(Object.keys(badView).sort(), ['consecutive_failures', 'created_at', 'id', 'status', 'url']);
+  assert.deepEqual([badView.status, badView.consecutive_failures], ['active', 1]);
+
+  const delivered = await (await ctx.call(key, `/v1/webhooks/${good.endpoint.id}/deliveries`)).json();
+  assert.equal(delivered.data.length, 1);
+  assert.deepEqual(
+    { ...delivered.data[0], id: undefined, created_at: undefined, last_attempt_at: undefined },
+    { id: undefined, created_at: undefined, last_attempt_at: undefined, event_id: eventId, status: 'delivered', attempt_count: 1, next_attempt_at: null, response_status: 200, error: null },
+  );
+  const failedRes = await ctx.call(key, `/v1/webhooks/${bad.endpoint.id}/deliveries`);
+  const failed = (await failedRes.json()).data[0];
+  assert.deepEqual([failed.status, failed.attempt_count, failed.response_status, failed.error], ['failed', 1, 400, 'http_error']);
+  assert.ok(!('response_body' in failed));
+
+  for (const secret of [good.secret, bad.secret]) {
+    assert.ok(!list.includes(secret) && !list.includes('whsec_'), 'no secret in the endpoint list');
+  }
+  const spec = await (await ctx.call(undefined, '/openapi.json')).text();
+  assert.ok(!/secret_encrypted|whsec_/.test(spec));
+});
+
+test('deliveries of an unknown or foreign endpoint answer 404 not_found', async () => {
+  const owner = await ctx.tenant();
+  const other = await ctx.tenant();
+  const { endpoint } = await createEndpoint(ctx.sql, ctx.config, owner.projectId, receiver.url('/accept'));
+  for (const [key, id] of [[other.key, endpoint.id], [owner.key, 'wh_01HZZZZZZZZZZZZZZZZZZZZZZZ']]) {
+    const res = await ctx.call(key, `/v1/webhooks/${id}/deliveries`);
+    assert.equal(res.status, 404);
+    assert.equal((await res.json()).error.type, 'not_found');
+  }
+  const foreignList = await (await ctx.call(other.key, '/v1/webhooks')).json();
+  assert.deepEqual(foreignList.data, []);
+  assert.equal((await ctx.call(undefined, `/v1/webhooks/${endpoint.id}/deliveries`)).status, 401);
+});
+
+test('CLI: webhook create prints the secret once; deliveries are signed with it; update prints no secret', async () => {
+  const { projectId } = await ctx.tenant();
+  const created = await cli(['webhook', 'create', '--project', projectId, '--url', receiver.url('/cli')]);
+  assert.equal(created.code, 0, created.stderr);
+  const out = JSON.parse(created.stdout);
+  assert.match(out.id, /^wh_/);
+  assert.equal(out.url, receiver.url('/cli'));
+  assert.equal(out.status, 'active');
+  assert.match(out.secret, /^whsec_[A-Za-z0-9_-]{43}$/);
+
+  await emitEvent(ctx.sql, projectId);
+  const req = await waitFor('the delivery', () => receiver.requests.find((r) => r.path === '/cli'));
+  assert.ok(receiverVerifies(out.secret, req.headers, req.body), 'the printed secret verifies deliveries');
+
+  const [disabled, refused, both] = await Promise.all([
+    cli(['webhook', 'update', out.id, '--disable']),
+    cli(['webhook', 'update', out.id, '--url', 'http://127.0.0.1/plain']),
+    cli(['webhook', 'update', out.id, '--enable', '--disable']),
+  ]);
+  assert.equal(disabled.code, 0, disabled.stderr);
+  const view = JSON.parse(disabled.stdout);
+  assert.deepEqual([view.id, view.status, view.url], [out.id, 'disabled_by_user', receiver.url('/cli')]);
+  assert.ok(!('secret' in view) && !disabled.stdout.includes('whsec_'));
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /must use https/);
+  assert.equal(refused.stderr.trim().split('\n').length, 1, 'one line on stderr');
+  assert.equal(both.code, 1);
+  assert.match(both.stderr, /exclude each other/);
+
+  const enabled = await cli(['webhook', 'update', out.id, '--enable', '--url', receiver.url('/cli-v2')]);
+  assert.equal(enabled.code, 0, enabled.stderr);
+  assert.deepEqual(JSON.parse(enabled.stdout), { ...view, status: 'active', url: receiver.url('/cli-v2') });
+});
+
+test('CLI: a forbidden URL or an unknown endpoint exits 1 with one line', async () => {
+  const { projectId } = await ctx.tenant();
+  const [forbidden, unknown] = await Promise.all([
+    cli(['webhook', 'create', '--project', projectId, '--url', 'https://169.254.169.254/latest'], { WEBHOOK_ALLOWED_CIDRS: '' }),
+    cli(['webhook', 'update', 'wh_nope', '--disable']),
+  ]);
+  assert.equal(forbidden.code, 1);
+  assert.match(forbidden.stderr, /^mailroom: webhook URL is not allowed: 169\.254\.169\.254 is a link-local address/);
+  assert.equal(forbidden.stdout, '');
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /webhook endpoint wh_nope not found/);
+  const [{ count }] = await ctx.sql<[{ count: number }]>`select count(*)::int from webhook_endpoints where project_id = ${projectId}`;
+  assert.equal(count, 0);
+});

@@ -1,0 +1,278 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createTestContext } from '../helpers/app.ts';
+import { selfSignedCertificate, startHttpsReceiver } from '../helpers/https-receiver.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { createEndpoint, updateEndpoint } from '../../src/webhooks/service.ts';
+import { webhookDeliverTask } from '../../src/webhooks/deliver.task.ts';
+import { createLogger } from '../../src/platform/log.ts';
+import { deliveriesFor, emitEvent, endpointState, fakeDns, receiverVerifies, webhookWorker } from './helpers.ts';
+
+const worker = webhookWorker();
+// Loopback is let through the private-address rule the way an operator would for an internal receiver.
+const ctx = await createTestContext({ env: { WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_RETRY_BASE_MS: '20' } });
+const tls = selfSignedCertificate();
+const receiver = await startHttpsReceiver(tls);
+const dns = fakeDns({ 'hooks.test': ['127.0.0.1'] });
+const overrides = { ca: tls.cert, resolve: dns.resolve, timeoutMs: 2000 };
+await worker.start(ctx.config, ctx.sql, overrides);
+
+/** Each test gets its own path on the receiver and its own project, so their requests don't mix. */
+async function endpointAt(path: string) {
+  const { projectId, key } = await ctx.tenant();
+  const { endpoint, secret } = await createEndpoint(ctx.sql, ctx.config, projectId, receiver.url(path, 'hooks.test'), { resolve: dns.resolve });
+  return { projectId, key, endpoint, secret, requests: () => receiver.requests.filter((r) => r.path === path) };
+}
+
+/** Routes by path so concurrent tests can script their own answers. */
+type Answer = { status: number; headers?: Record<string, string>; body?: string } | 'hang';
+const scripts = new Map<string, (n: number) => Answer>();
+receiver.respond((req, res) => {
+  const script = scripts.get(req.path);
+  const n = receiver.requests.filter((r) => r.path === req.path).length;
+  const answer = script ? script(n) : { status: 200, body: 'ok' };
+  if (answer === 'hang') return;
+  res.writeHead(answer.status, { 'content-type': 'text/plain', ...answer.headers }).end(answer.body ?? '');
+});
+
+const settled = (endpointId: string, count = 1) => waitFor('deliveries to settle', async () => {
+  const rows = await deliveriesFor(ctx.sql, endpointId);
+  return rows.length === count && rows.every((r) => r.status !== 'pending') && rows;
+});
+
+// Each test has its own project, endpoint and receiver path, so they run side by side.
+describe('webhook delivery', { concurrency: true }, () => {
+  test('an event reaches the endpoint as a signed POST a receiver can verify', async () => {
+    const t = await endpointAt('/signed');
+    const { eventId, emailId } = await emitEvent(ctx.sql, t.projectId);
+    const [row] = await settled(t.endpoint.id);
+    assert.equal(row!.status, 'delivered');
+    assert.equal(row!.attemptCount, 1);
+    assert.equal(row!.responseStatus, 200);
+    assert.equal(row!.responseBody, 'ok');
+    assert.equal(row!.nextAttemptAt, null);
+    assert.equal(row!.error, null);
+
+    const [req] = t.requests();
+    assert.equal(req!.method, 'POST');
+    assert.equal(req!.headers['content-type'], 'application/json');
+    assert.equal(req!.headers['user-agent'], 'mailroom-webhooks/0.1.0');
+    assert.equal(req!.headers['x-webhook-event-id'], eventId);
+    assert.equal(req!.headers['x-webhook-event-type'], 'email.bounced');
+    assert.match(String(req!.headers['x-webhook-signature']), /^v1=[0-9a-f]{64}$/);
+    assert.ok(receiverVerifies(t.secret, req!.headers, req!.body), 'signature verifies with the endpoint secret');
+    assert.ok(!receiverVerifies(`${t.secret}x`, req!.headers, req!.body), 'another secret does not verify');
+    assert.ok(!receiverVerifies(t.secret, req!.headers, Buffer.concat([req!.body, Buffer.from(' ')])), 'a changed body does not verify');
+    assert.ok(!receiverVerifies(t.secret, req!.headers, req!.body, Date.now() / 1000 + 301), 'a stale timestamp is refused');
+
+    const body = JSON.parse(req!.body.toString('utf8'));
+    assert.deepEqual(Object.keys(body).sort(), ['created_at', 'data', 'email_id', 'id', 'type']);
+    assert.equal(body.id, eventId);
+    assert.equal(body.type, 'email.bounced');
+    assert.equal(body.email_id, emailId);
+    assert.match(body.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/);
+    assert.deepEqual(body.data.to, ['someone@example.com']);
+    assert.equal(body.data.bounce_type, 'permanent');
+  });
+
+  test('5xx answers are retried with the same event until one succeeds', async () => {
+    const t = await endpointAt('/flaky');
+    scripts.set('/flaky', (n) => (n <= 2 ? { status: 500, body: 'boom' } : { status: 200, body: 'ok' }));
+    // One earlier failure on the endpoint, to see a success clear it.
+    await ctx.sql`update webhook_endpoints set consecutive_failures = 3 where id = ${t.endpoint.id}`;
+    await emitEvent(ctx.sql, t.projectId);
+    const [row] = await settled(t.endpoint.id);
+    assert.equal(row!.status, 'delivered');
+    assert.equal(row!.attemptCount, 3);
+    assert.equal(row!.responseStatus, 200);
+    assert.equal(row!.error, null);
+    const reqs = t.requests();
+    assert.equal(reqs.length, 3);
+    assert.equal(new Set(reqs.map((r) => r.headers['x-webhook-event-id'])).size, 1, 'every attempt carries the same event id');
+    assert.ok(reqs.every((r) => receiverVerifies(t.secret, r.headers, r.body)));
+    assert.equal((await endpointState(ctx.sql, t.endpoint.id)).consecutiveFailures, 0, 'a success resets the count');
+  });
+
+  test('after six attempts the delivery fails and counts against the endpoint', async () => {
+    const t = await endpointAt('/down');
+    scripts.set('/down', () => ({ status: 503, body: 'down for maintenance' }));
+    await emitEvent(ctx.sql, t.projectId);
+    const [row] = await waitFor('six attempts', async () => {
+      const rows = await deliveriesFor(ctx.sql, t.endpoint.id);
+      return rows[0]?.status === 'failed' && rows;
+    }, 30_000);
+    assert.equal(row!.attemptCount, 6);
+    assert.equal(row!.responseStatus, 503);
+    assert.equal(row!.error, 'http_error');
+    assert.equal(row!.nextAttemptAt, null);
+    assert.equal(t.requests().length, 6);
+    const ep = await endpointState(ctx.sql, t.endpoint.id);
+    assert.equal(ep.consecutiveFailures, 1);
+    assert.equal(ep.status, 'active');
+  });
+
+  test('a 4xx other than 429 fails at once and keeps a text body for the log', async () => {
+    const t = await endpointAt('/bad-request');
+    scripts.set('/bad-request', () => ({ status: 422, headers: { 'content-type': 'application/problem+json' }, body: '{"title":"unknown field"}' }));
+    await emitEvent(ctx.sql, t.projectId);
+    const [row] = await settled(t.endpoint.id);
+    assert.equal(row!.status, 'failed');
+    assert.equal(row!.attemptCount, 1);
+    assert.equal(row!.responseStatus, 422);
+    assert.equal(row!.responseBody, '{"title":"unknown field"}');
+    assert.equal(row!.error, 'http_error');
+    assert.equal(t.requests().length, 1);
+    assert.equal((await endpointState(ctx.sql, t.endpoint.id)).consecutiveFailures, 1);
+  });
+
+  test('a redirect is never followed', async () => {
+    const t = await endpointAt('/moved');
+    scripts.set('/moved', () => ({ status: 302, headers: { location: receiver.url('/moved-target') } }));
+    await emitEvent(ctx.sql, t.projectId);
+    const [row] = await settled(t.endpoint.id);
+    assert.equal(row!.status, 'failed');
+    assert.equal(row!.attemptCount, 1);
+    assert.equal(row!.responseStatus, 302);
+    assert.equal(row!.error, 'redirect_not_followed');
+    assert.equal(receiver.requests.filter((r) => r.path === '/moved-target').length, 0);
+  });
+
+  test('Retry-After on a 429 is honoured', async () => {
+    const t = await endpointAt('/slow-down');
+    scripts.set('/slow-down', (n) => (n === 1 ? { status: 429, headers: { 'retry-after': '2' } } : { status: 200 }));
+    await emitEvent(ctx.sql, t.projectId);
+    const pending = await waitFor('the first attempt', async () => {
+      const [r] = await deliveriesFor(ctx.sql, t.endpoint.id);
+      return r?.attemptCount === 1 && r;
+    });
+    assert.equal(pending.status, 'pending');
+    assert.equal(pending.responseStatus, 429);
+    assert.equal(pending.error, 'http_error');
+    assert.ok(pending.nextAttemptAt!.getTime() - pending.lastAttemptAt!.getTime() >= 1900, 'next attempt no sooner than asked');
+    const [row] = await settled(t.endpoint.id);
+    assert.equal(row!.status, 'delivered');
+    const [first, second] = t.requests();
+    // With a 20 ms backoff base, only Retry-After explains a two-second gap.
+    assert.ok(second!.at - first!.at >= 1900, `retried after ${second!.at - first!.at} ms`);
+  });
+
+  test('Retry-After is honoured only up to 160 s', async () => {
+    const t = await endpointAt('/go-away');
+    scripts.set('/go-away', () => ({ status: 503, headers: { 'retry-after': '86400' } }));
+    await emitEvent(ctx.sql, t.projectId);
+    const row = await waitFor('the first attempt', async () => {
+      const [r] = await deliveriesFor(ctx.sql, t.endpoint.id);
+      return r?.attemptCount === 1 && r;
+    });
+    const wait = row.nextAttemptAt!.getTime() - row.lastAttemptAt!.getTime();
+    assert.ok(wait > 155_000 && wait <= 161_000, `waits ${wait} ms`);
+    await updateEndpoint(ctx.sql, ctx.config, t.projectId, t.endpoint.id, { enabled: false });
+  });
+
+  test('a timeout is retried and recorded without a response status', async () => {
+    const t = await endpointAt('/hangs');
+    // The first request is held open past the 2 s timeout the worker was given.
+    scripts.set('/hangs', (n) => (n === 1 ? 'hang' : { status: 200, body: 'ok' }));
+    await emitEvent(ctx.sql, t.projectId);
+    const pending = await waitFor('the timed-out attempt', async () => {
+      const [r] = await deliveriesFor(ctx.sql, t.endpoint.id);
+      return r?.attemptCount === 1 && r;
+    });
+    assert.equal(pending.status, 'pending');
+    assert.equal(pending.error, 'timeout');
+    assert.equal(pending.responseStatus, null);
+    const [row] = await settled(t.endpoint.id);
+    assert.equal(row!.status, 'delivered');
+    assert.equal(row!.attemptCount, 2);
+  });
+
+  test('ten consecutive failed deliveries disable the endpoint', async () => {
+    const t = await endpointAt('/gone');
+    scripts.set('/gone', () => ({ status: 410, body: 'gone' }));
+    for (let i = 0; i < 10; i++) await emitEvent(ctx.sql, t.projectId);
+    await settled(t.endpoint.id, 10);
+    const ep = await endpointState(ctx.sql, t.endpoint.id);
+    assert.equal(ep.consecutiveFailures, 10);
+    assert.equal(ep.status, 'disabled_after_failures');
+    // Nothing more is queued for it.
+    await emitEvent(ctx.sql, t.projectId);
+    assert.equal((await deliveriesFor(ctx.sql, t.endpoint.id)).length, 10);
+    assert.equal(t.requests().length, 10);
+  });
+
+  test('nine failures and a success leave the endpoint active with a clean count', async () => {
+    const t = await endpointAt('/mostly-failing');
+    let failNext = true;
+    scripts.set('/mostly-failing', () => (failNext ? { status: 400 } : { status: 204 }));
+    for (let i = 0; i < 9; i++) await emitEvent(ctx.sql, t.projectId);
+    await settled(t.endpoint.id, 9);
+    assert.equal((await endpointState(ctx.sql, t.endpoint.id)).consecutiveFailures, 9);
+    failNext = false;
+    await emitEvent(ctx.sql, t.projectId);
+    await settled(t.endpoint.id, 10);
+    const ep = await endpointState(ctx.sql, t.endpoint.id);
+    assert.deepEqual([ep.status, ep.consecutiveFailures], ['active', 0]);
+  });
+
+  test('a URL edit applies to a delivery already queued', async () => {
+    const t = await endpointAt('/old');
+    // The old URL asks for a pause, long enough to edit the endpoint while the retry waits.
+    scripts.set('/old', () => ({ status: 503, headers: { 'retry-after': '2' } }));
+    const { eventId } = await emitEvent(ctx.sql, t.projectId);
+    await waitFor('the first attempt', async () => (await deliveriesFor(ctx.sql, t.endpoint.id))[0]?.attemptCount === 1);
+    const edited = await updateEndpoint(ctx.sql, ctx.config, t.projectId, t.endpoint.id, { url: receiver.url('/new', 'hooks.test') }, { resolve: dns.resolve });
+    assert.equal(edited.url, receiver.url('/new', 'hooks.test'));
+    const [row] = await settled(t.endpoint.id);
+    assert.equal(row!.status, 'delivered');
+    assert.equal(row!.attemptCount, 2);
+    const [moved] = receiver.requests.filter((r) => r.path === '/new');
+    assert.equal(moved!.headers['x-webhook-event-id'], eventId);
+    assert.ok(receiverVerifies(t.secret, moved!.headers, moved!.body), 'the secret survives the edit');
+    assert.equal(t.requests().length, 1);
+  });
+
+  test('a delivery due for a disabled endpoint settles as endpoint_disabled without a request', async () => {
+    const t = await endpointAt('/switched-off');
+    // The user switches the endpoint off in the same moment the event is queued for it.
+    await emitEvent(ctx.sql, t.projectId, 'email.delivered', { to: ['someone@example.com'], smtp_response: '250 ok' }, (tx) =>
+      tx`update webhook_endpoints set status = 'disabled_by_user' where id = ${t.endpoint.id} and project_id = ${t.projectId}`);
+    const [row] = await settled(t.endpoint.id);
+    assert.equal(row!.status, 'failed');
+    assert.equal(row!.error, 'endpoint_disabled');
+    assert.equal(row!.attemptCount, 0);
+    assert.equal(row!.responseStatus, null);
+    assert.equal(t.requests().length, 0);
+    assert.equal((await endpointState(ctx.sql, t.endpoint.id)).consecutiveFailures, 0);
+  });
+
+  test('running the task again for a settled delivery does nothing; a race settles once', async () => {
+    const t = await endpointAt('/twice');
+    await emitEvent(ctx.sql, t.projectId);
+    const [row] = await settled(t.endpoint.id);
+    const task = webhookDeliverTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent'), webhooks: overrides });
+    await task({ delivery_id: row!.id, project_id: t.projectId }, {} as never);
+    assert.equal(t.requests().length, 1, 'a delivered delivery is not sent again');
+    assert.deepEqual((await deliveriesFor(ctx.sql, t.endpoint.id))[0], row);
+
+    // A pending delivery with no job, run twice at once: at-least-once may POST twice, but it settles once.
+    const [event] = await ctx.sql<{ id: string }[]>`
+      select id from events where project_id = ${t.projectId} limit 1`;
+    const race = await createEndpoint(ctx.sql, ctx.config, t.projectId, receiver.url('/race', 'hooks.test'), { resolve: dns.resolve });
+    await ctx.sql`
+      insert into webhook_deliveries (id, project_id, endpoint_id, event_id)
+      values ('whd_race', ${t.projectId}, ${race.endpoint.id}, ${event!.id})`;
+    const payload = { delivery_id: 'whd_race', project_id: t.projectId };
+    await Promise.all([task(payload, {} as never), task(payload, {} as never)]);
+    const [raced] = await deliveriesFor(ctx.sql, race.endpoint.id);
+    assert.equal(raced!.status, 'delivered');
+    assert.equal(raced!.attemptCount, 1);
+
+    // Another project's id for the delivery finds nothing and changes nothing.
+    const other = await ctx.tenant();
+    await ctx.sql`update webhook_deliveries set status = 'pending' where id = 'whd_race'`;
+    await task({ delivery_id: 'whd_race', project_id: other.projectId }, {} as never);
+    assert.equal((await deliveriesFor(ctx.sql, race.endpoint.id))[0]!.attemptCount, 1);
+
+    await assert.rejects(async () => task({ project_id: t.projectId }, {} as never), /delivery_id/, 'an invalid payload is refused');
+  });
+});

@@ -1,0 +1,99 @@
+import { after } from 'node:test';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Config } from '../../src/platform/config.ts';
+import type { Sql, TxSql } from '../../src/platform/db.ts';
+import { newId } from '../../src/platform/ids.ts';
+import { createLogger } from '../../src/platform/log.ts';
+import { startWorker } from '../../src/platform/worker.ts';
+import { buildTaskList } from '../../src/tasks.ts';
+import { recordEvent, type EventType } from '../../src/events/record.ts';
+import type { Resolver, ResolvedAddress } from '../../src/webhooks/destination.ts';
+import type { WebhookTransportOverrides } from '../../src/webhooks/transport.ts';
+
+/**
+ * The worker's task list with test-only webhook transport overrides (a trusted self-signed CA, a
+ * fake resolver), run in-process against the test database. Call it before anything else in the
+ * file: its `after` hook must run, and stop the worker, before the database is dropped.
+ */
+export function webhookWorker() {
+  let stop = async () => {};
+  after(() => stop());
+  return {
+    async start(config: Config, sql: Sql, webhooks: WebhookTransportOverrides) {
+      const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent', 'test-worker');
+      const handle = await startWorker({
+        databaseUrl: config.databaseUrl,
+        sql,
+        log,
+        concurrency: config.workerConcurrency,
+        taskList: buildTaskList({ config, sql, log, webhooks }),
+      });
+      stop = async () => { stop = async () => {}; await handle.stop(); };
+      return handle;
+    },
+  };
+}
+
+/** A resolver answering from a table the test edits as it goes; unknown names do not resolve. */
+export function fakeDns(initial: Record<string, string[]> = {}) {
+  const table = new Map(Object.entries(initial));
+  const resolve: Resolver = async (hostname) => {
+    const answers = table.get(hostname.toLowerCase());
+    if (!answers) throw Object.assign(new Error(`ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
+    return answers.map((address): ResolvedAddress => ({ address, family: address.includes(':') ? 6 : 4 }));
+  };
+  return { table, resolve, set: (name: string, ...addresses: string[]) => table.set(name, addresses) };
+}
+
+/** Records an email and one event for it the way the event pipeline does; returns the event id. */
+export async function emitEvent(sql: Sql, projectId: string, type: EventType = 'email.bounced', data: Record<string, unknown> = {
+  to: ['someone@example.com'], bounce_type: 'permanent', bounce_subtype: 'General', diagnostic: 'smtp; 550 5.1.1 user unknown',
+}, alsoInTransaction?: (tx: TxSql) => Promise<unknown>) {
+  return sql.begin(async (tx: TxSql) => {
+    const emailId = newId('email');
+    await tx`
+      insert into emails (id, project_id, from_address, to_addresses, subject, text)
+      values (${emailId}, ${projectId}, 'sender@example.com', ${['someone@example.com']}, 'hello', 'hi')`;
+    const eventId = await recordEvent(tx, { projectId, emailId, type, data });
+    await alsoInTransaction?.(tx);
+    return { eventId: eventId!, emailId };
+  });
+}
+
+export type DeliveryState = {
+  id: string;
+  status: string;
+  attemptCount: number;
+  lastAttemptAt: Date | null;
+  nextAttemptAt: Date | null;
+  responseStatus: number | null;
+  responseBody: string | null;
+  error: string | null;
+};
+
+export async function deliveriesFor(sql: Sql, endpointId: string) {
+  return sql<DeliveryState[]>`
+    select id, status, attempt_count, last_attempt_at, next_attempt_at, response_status, response_body, error
+    from webhook_deliveries where endpoint_id = ${endpointId} order by id`;
+}
+
+export async function endpointState(sql: Sql, endpointId: string) {
+  const [row] = await sql<[{ status: string; consecutiveFailures: number; url: string }]>`
+    select status, consecutive_failures, url from webhook_endpoints where id = ${endpointId}`;
+  return row;
+}
+
+/**
+ * What a receiver does (spec §6.2): recompute `v1=` HMAC-SHA256 over `"<ts>." + raw body` with
+ * the secret, compare in constant time, and refuse a timestamp more than 300 s away.
+ */
+export function receiverVerifies(secret: string, headers: IncomingHttpHeaders, rawBody: Buffer, nowSeconds = Date.now() / 1000): boolean {
+  const signature = String(headers['x-webhook-signature'] ?? '');
+  const timestamp = String(headers['x-webhook-timestamp'] ?? '');
+  if (!/^\d+$/.test(timestamp) || Math.abs(nowSeconds - Number(timestamp)) > 300) return false;
+  const expected = `v1=${createHmac('sha256', secret).update(`${timestamp}.`).update(rawBody).digest('hex')}`;
+  const a = Buffer.from(signature);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
