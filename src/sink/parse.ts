@@ -69,8 +69,14 @@ export async function parseSinkMessage(raw: Buffer, envelope: { from: string; re
     headers: headerObject(mail.headerLines),
     attachments: mail.attachments.map((a) => ({
       filename: a.filename ?? null,
-      content_type: a.contentType,
+      // mailparser guesses a type from the file name; report the one the message declares.
+      content_type: declaredType(a.headers.get('content-type')) ?? a.contentType,
       size_bytes: a.size,
     })),
   };
+}
+
+function declaredType(header: unknown): string | undefined {
+  const value = typeof header === 'object' && header !== null ? (header as { value?: unknown }).value : header;
+  return typeof value === 'string' && value.includes('/') ? value.toLowerCase() : undefined;
 }

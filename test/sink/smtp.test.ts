@@ -30,7 +30,10 @@ test('AUTH PLAIN with an API key: the message, its parts and raw source come bac
     text: 'plain body',
     html: '<p>html <b>body</b></p>',
     headers: { 'X-Campaign': 'spring' },
-    attachments: [{ filename: 'invoice.pdf', content: pdf, contentType: 'application/pdf' }],
+    attachments: [
+      { filename: 'invoice.pdf', content: pdf, contentType: 'application/pdf' },
+      { filename: 'notes.txt', content: 'note', contentType: 'application/octet-stream' },
+    ],
   });
   assert.match(info.response, /^250 /);
   const id = caughtId(info.response);
@@ -57,7 +60,11 @@ test('AUTH PLAIN with an API key: the message, its parts and raw source come bac
   assert.equal(msg.headers['X-Campaign'], 'spring');
   assert.equal(msg.headers['Message-ID'], info.messageId);
   assert.match(msg.headers['Content-Type'], /^multipart\/mixed/);
-  assert.deepEqual(msg.attachments, [{ filename: 'invoice.pdf', content_type: 'application/pdf', size_bytes: pdf.length }]);
+  assert.deepEqual(msg.attachments, [
+    { filename: 'invoice.pdf', content_type: 'application/pdf', size_bytes: pdf.length },
+    // The declared type, not one guessed from the file name.
+    { filename: 'notes.txt', content_type: 'application/octet-stream', size_bytes: 4 },
+  ]);
   assert.match(msg.raw, /^X-Campaign: spring\r$/m);
   assert.match(msg.raw, new RegExp(pdf.toString('base64')));
   assert.doesNotMatch(msg.raw, /hidden@example\.com/, 'nodemailer leaves Bcc out of the message');
