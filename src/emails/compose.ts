@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import addressparser from 'nodemailer/lib/addressparser';
 
-export type ComposeInput = {
+/** A message as the caller described it; the one shape validation, storage and composition share. */
+export type EmailContent = {
   from: string;
   to: string[];
   cc: string[];
@@ -13,6 +14,9 @@ export type ComposeInput = {
   text: string | null;
   headers: Record<string, string>;
   attachments: { filename: string; contentType: string; content: string /* base64 */ }[];
+};
+
+export type ComposeInput = EmailContent & {
   /** e.g. '<email_xxx@mailroom>'; one is generated when absent. */
   messageId?: string;
   /** Adds List-Unsubscribe and List-Unsubscribe-Post (RFC 8058) unless the caller set List-Unsubscribe. */

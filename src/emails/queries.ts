@@ -1,5 +1,6 @@
 import type { Sql, TxSql } from '../platform/db.ts';
 import type { EmailRow, EmailStatus } from './schemas.ts';
+import type { EmailContent } from './compose.ts';
 
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[EmailRow?]>`
@@ -32,20 +33,7 @@ export async function listEmails(
   return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
 }
 
-export type NewEmail = {
-  id: string;
-  projectId: string;
-  from: string;
-  to: string[];
-  cc: string[];
-  bcc: string[];
-  replyTo: string[];
-  subject: string;
-  html: string | null;
-  text: string | null;
-  headers: Record<string, string>;
-  attachments: { filename: string; content_type: string; content: string }[];
-};
+export type NewEmail = EmailContent & { id: string; projectId: string };
 
 /** The row and its `email__send` job; call inside `sql.begin()` so both commit or neither. */
 export async function insertQueuedEmail(tx: TxSql, e: NewEmail) {
@@ -53,7 +41,8 @@ export async function insertQueuedEmail(tx: TxSql, e: NewEmail) {
     insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
                         reply_to_addresses, subject, html, text, headers, attachments)
     values (${e.id}, ${e.projectId}, 'queued', ${e.from}, ${e.to}::text[], ${e.cc}::text[], ${e.bcc}::text[],
-            ${e.replyTo}::text[], ${e.subject}, ${e.html}, ${e.text}, ${tx.json(e.headers)}, ${tx.json(e.attachments)})`;
+            ${e.replyTo}::text[], ${e.subject}, ${e.html}, ${e.text}, ${tx.json(e.headers)},
+            ${tx.json(e.attachments.map((a) => ({ filename: a.filename, content_type: a.contentType, content: a.content })))})`;
   await tx`
     select graphile_worker.add_job('email__send',
       json_build_object('email_id', ${e.id}::text, 'project_id', ${e.projectId}::text),

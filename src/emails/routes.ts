@@ -86,10 +86,7 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
       const id = newId('email');
       await assertMessageSize(send, id, projectId, config);
       accepted = await acceptOnce(sql, projectId, key, print, async (tx) => {
-        await q.insertQueuedEmail(tx, {
-          id, projectId, ...send,
-          attachments: send.attachments.map((a) => ({ filename: a.filename, content_type: a.contentType, content: a.content })),
-        });
+        await q.insertQueuedEmail(tx, { id, projectId, ...send });
         return id;
       });
     }

@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import { validationErrorFromZod } from '../http/errors.ts';
 import { isMailbox } from './mailbox.ts';
+import type { EmailContent } from './compose.ts';
 
 export const MAX_RECIPIENTS = 50;
 const RESERVED_HEADERS = new Set(['from', 'to', 'cc', 'bcc', 'subject', 'date', 'message-id', 'mime-version', 'content-type', 'content-transfer-encoding']);
@@ -92,18 +93,7 @@ export const IdempotencyHeaders = z.object({
 });
 
 /** The request after validation, in the shape the database and the composer take. */
-export type SendEmail = {
-  from: string;
-  to: string[];
-  cc: string[];
-  bcc: string[];
-  replyTo: string[];
-  subject: string;
-  html: string | null;
-  text: string | null;
-  headers: Record<string, string>;
-  attachments: { filename: string; contentType: string; content: string }[];
-};
+export type SendEmail = EmailContent;
 
 const list = (v: string | string[] | null | undefined) => (v == null ? [] : typeof v === 'string' ? [v] : v);
 const orNull = (s: string | null | undefined) => (present(s) ? s! : null);

@@ -9,7 +9,7 @@ import { onShutdown } from './shutdown.ts';
 import { startWorker } from './worker.ts';
 import { createApp } from '../http/app.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
-import { buildCrontab, buildTaskList, startWorkerServices } from '../tasks.ts';
+import { buildCrontab, buildTaskList, startWorkerServices, type WorkerDeps } from '../tasks.ts';
 
 export type Role = 'api' | 'worker' | 'all';
 
@@ -24,6 +24,28 @@ export function configOrExit(defaults?: ConfigDefaults): Config {
     }
     throw err;
   }
+}
+
+/**
+ * The worker process's parts: its services (the SMTP sink, SQS polling) and graphile-worker with
+ * every task. The returned steps stop jobs before services, since an in-flight send may still be
+ * talking to the sink.
+ */
+export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolean } = {}) {
+  const { config, sql, log } = deps;
+  // The sink listens before jobs start, so sink-bound sends picked up at boot find it.
+  const services = await startWorkerServices(deps);
+  const worker = await startWorker({
+    databaseUrl: config.databaseUrl,
+    sql,
+    log,
+    concurrency: config.workerConcurrency,
+    taskList: buildTaskList(deps),
+    crontab: opts.crontab === false ? [] : buildCrontab(deps),
+    deadAfterSeconds: config.workerDeadAfterSeconds,
+  });
+  const steps: Array<[string, () => Promise<unknown>]> = [['worker', () => worker.stop()], ...services];
+  return { poolId: worker.poolId, steps };
 }
 
 export type Running = { config: Config; sql: Sql; log: Logger; url?: string; close(): Promise<void> };
@@ -60,20 +82,8 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   }
 
   if (role !== 'api') {
-    const deps = { config, sql, log };
-    // The sink listens before jobs start, so sink-bound sends picked up at boot find it.
-    const services = await startWorkerServices(deps);
-    const worker = await startWorker({
-      databaseUrl: config.databaseUrl,
-      sql,
-      log,
-      concurrency: config.workerConcurrency,
-      taskList: buildTaskList(deps),
-      crontab: buildCrontab(deps),
-      deadAfterSeconds: config.workerDeadAfterSeconds,
-    });
-    // Jobs finish first: an in-flight send may still need the sink it is talking to.
-    steps.push(['worker', () => worker.stop()], ...services);
+    const worker = await startWorkerRole({ config, sql, log });
+    steps.push(...worker.steps);
     log.info({ concurrency: config.workerConcurrency, pool: worker.poolId }, 'worker running');
   }
 

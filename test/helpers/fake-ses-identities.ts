@@ -1,7 +1,6 @@
-import { after } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenOnLoopback } from './listen.ts';
 
 export type SesStatus = 'PENDING' | 'SUCCESS' | 'FAILED' | 'TEMPORARY_FAILURE' | 'NOT_STARTED';
 
@@ -92,10 +91,7 @@ export async function startFakeSesIdentities() {
   const server = createServer((req, res) => {
     handle(req, res).catch((err) => fail(res, { status: 500, type: 'InternalFailure', message: String(err) }));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const close = () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); });
-  after(close);
+  const { url, close } = await listenOnLoopback(server);
 
   return {
     url,

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after } from 'node:test';
+import { listenOnLoopback } from './listen.ts';
 
 /** One scripted answer: an AWS REST-JSON error, a dropped connection, or success (the default). */
 export type FakeSesAnswer =
@@ -53,10 +53,7 @@ export async function startFakeSes() {
       res.end(JSON.stringify({ message: answer.message }));
     }
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const close = () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); });
-  after(close);
+  const { url, close } = await listenOnLoopback(server);
   return {
     url,
     requests,

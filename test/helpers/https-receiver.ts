@@ -5,6 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { after } from 'node:test';
+import { listenOnLoopback } from './listen.ts';
 
 /** Names the certificate covers; tests point an injected resolver at 127.0.0.1 for them. */
 export const CERT_NAMES = ['localhost', 'hooks.test', '*.hooks.test'];
@@ -65,10 +66,7 @@ export async function startHttpsReceiver(tls: TlsPair): Promise<Receiver> {
     });
   });
   server.on('connection', () => { connections++; });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  const close = () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); });
-  after(close);
+  const { port, close } = await listenOnLoopback(server as never, 'https');
   return {
     port,
     url: (pathname = '/hook', host = '127.0.0.1') => `https://${host}:${port}${pathname}`,

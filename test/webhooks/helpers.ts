@@ -1,37 +1,20 @@
-import { after } from 'node:test';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Config } from '../../src/platform/config.ts';
 import type { Sql, TxSql } from '../../src/platform/db.ts';
 import { newId } from '../../src/platform/ids.ts';
-import { createLogger } from '../../src/platform/log.ts';
-import { startWorker } from '../../src/platform/worker.ts';
-import { buildTaskList } from '../../src/tasks.ts';
+import { startTestWorker } from '../helpers/worker.ts';
 import { recordEvent, type EventType } from '../../src/events/record.ts';
 import type { Resolver, ResolvedAddress } from '../../src/webhooks/destination.ts';
 import type { WebhookTransportOverrides } from '../../src/webhooks/transport.ts';
 
 /**
- * The worker's task list with test-only webhook transport overrides (a trusted self-signed CA, a
- * fake resolver), run in-process against the test database. Call it before anything else in the
- * file: its `after` hook must run, and stop the worker, before the database is dropped.
+ * The worker with test-only webhook transport overrides (a trusted self-signed CA, a fake
+ * resolver), run in-process against the test database and stopped before it is dropped.
  */
 export function webhookWorker() {
-  let stop = async () => {};
-  after(() => stop());
   return {
-    async start(config: Config, sql: Sql, webhooks: WebhookTransportOverrides) {
-      const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent', 'test-worker');
-      const handle = await startWorker({
-        databaseUrl: config.databaseUrl,
-        sql,
-        log,
-        concurrency: config.workerConcurrency,
-        taskList: buildTaskList({ config, sql, log, webhooks }),
-      });
-      stop = async () => { stop = async () => {}; await handle.stop(); };
-      return handle;
-    },
+    start: (config: Config, sql: Sql, webhooks: WebhookTransportOverrides) => startTestWorker(config, sql, { webhooks }),
   };
 }
 
