@@ -1,0 +1,61 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createTestContext } from '../helpers/app.ts';
+import { newId } from '../../src/platform/ids.ts';
+
+const ctx = await createTestContext();
+const t = await ctx.tenant('ops');
+const sql = ctx.sql;
+
+async function email(status: string, extra: { sentAgo?: string; updatedAgo?: string; createdAgo?: string } = {}) {
+  const id = newId('email');
+  await sql`
+    insert into emails (id, project_id, status, from_address, to_addresses, subject, text, sent_at, updated_at, created_at)
+    values (${id}, ${t.projectId}, ${status}, 'a@x.test', ${['b@x.test']}, 's', 't',
+      ${extra.sentAgo ? sql`now() - ${extra.sentAgo}::interval` : null},
+      now() - ${extra.updatedAgo ?? '0 seconds'}::interval, now() - ${extra.createdAgo ?? '0 seconds'}::interval)`;
+  return id;
+}
+
+test('ops.email_pipeline counts per status, oldest queued, and recent sends', async () => {
+  await email('queued', { createdAgo: '10 minutes' });
+  await email('queued');
+  await email('sent', { sentAgo: '2 minutes' });
+  await email('sent', { sentAgo: '30 minutes' });
+  const rows = await sql`select status, emails::int, oldest_queued_age, sent_last_5m::int, sent_last_60m::int
+    from ops.email_pipeline where project_id = ${t.projectId} order by status`;
+  const byStatus = Object.fromEntries(rows.map((r) => [r.status, r]));
+  assert.equal(byStatus.queued!.emails, 2);
+  assert.ok(byStatus.queued!.oldestQueuedAge, 'oldest queued age is reported');
+  assert.equal(byStatus.sent!.emails, 2);
+  assert.equal(byStatus.sent!.sentLast_5m, 1);
+  assert.equal(byStatus.sent!.sentLast_60m, 2);
+});
+
+test('ops.stuck lists emails in sending for over 5 minutes and overdue deliveries', async () => {
+  const stuck = await email('sending', { updatedAgo: '6 minutes' });
+  await email('sending', { updatedAgo: '1 minute' });
+  const wh = newId('webhook');
+  await sql`insert into webhook_endpoints (id, project_id, url, secret_encrypted) values (${wh}, ${t.projectId}, 'https://x.test/h', ${Buffer.from('x')})`;
+  const evt = newId('event');
+  await sql`insert into events (id, project_id, email_id, type) values (${evt}, ${t.projectId}, ${stuck}, 'email.sent')`;
+  const overdue = newId('delivery');
+  await sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id, status, next_attempt_at)
+    values (${overdue}, ${t.projectId}, ${wh}, ${evt}, 'pending', now() - interval '10 minutes')`;
+  const rows = await sql`select kind, id from ops.stuck where project_id = ${t.projectId} order by kind`;
+  assert.deepEqual(rows.map((r) => [r.kind, r.id]), [['email', stuck], ['webhook_delivery', overdue]]);
+
+  const health = await sql`select status, consecutive_failures, pending_deliveries::int from ops.webhook_health where endpoint_id = ${wh}`;
+  assert.deepEqual(health.map((h) => [h.status, h.consecutiveFailures, h.pendingDeliveries]), [['active', 0, 1]]);
+});
+
+test('ops.queue shows jobs by task and state; ops.domains shows check age', async () => {
+  await sql`select graphile_worker.add_job('email__send', '{}', run_at := now() + interval '1 hour')`;
+  await sql`select graphile_worker.add_job('email__send', '{}')`;
+  const q = await sql`select task, state, jobs::int from ops.queue where task = 'email__send' order by state`;
+  assert.deepEqual(q.map((r) => [r.state, r.jobs]), [['ready', 1], ['scheduled', 1]]);
+  await sql`insert into domains (id, project_id, value, region, last_checked_at) values (${newId('domain')}, ${t.projectId}, 'ops.test', 'us-east-1', now() - interval '2 hours')`;
+  const [d] = await sql`select value, verification_status, extract(epoch from last_check_age)::int as age from ops.domains where project_id = ${t.projectId}`;
+  assert.equal(d!.value, 'ops.test');
+  assert.ok(d!.age >= 7200 && d!.age < 7300);
+});
