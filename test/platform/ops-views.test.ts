@@ -28,8 +28,8 @@ test('ops.email_pipeline counts per status, oldest queued, and recent sends', as
   assert.equal(byStatus.queued!.emails, 2);
   assert.ok(byStatus.queued!.oldestQueuedAge, 'oldest queued age is reported');
   assert.equal(byStatus.sent!.emails, 2);
-  assert.equal(byStatus.sent!.sentLast_5m, 1);
-  assert.equal(byStatus.sent!.sentLast_60m, 2);
+  assert.equal(byStatus.sent!.sentLast5m, 1);
+  assert.equal(byStatus.sent!.sentLast60m, 2);
 });
 
 test('ops.stuck lists emails in sending for over 5 minutes and overdue deliveries', async () => {
