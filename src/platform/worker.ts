@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import os from 'node:os';
 import { parseCronItems, run, Logger as WorkerLogger, type CronItem, type Runner, type TaskList } from 'graphile-worker';
+import pg from 'pg';
 import type { Sql } from './db.ts';
 import type { Logger } from './log.ts';
 
@@ -32,8 +33,12 @@ export async function startWorker(opts: {
   let poolId = '';
   events.on('pool:create', ({ workerPool }) => { poolId = workerPool.id; });
 
+  // Our own pool, so stopping the worker also closes its connections (runner.stop() leaves a
+  // pool it created open), and a dropped connection is logged rather than crashing the process.
+  const pgPool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.concurrency + 2, application_name: 'mailroom-worker' });
+  pgPool.on('error', (err) => log.warn({ err: err.message }, 'worker database connection lost'));
   const runner = await run({
-    connectionString: opts.databaseUrl,
+    pgPool,
     concurrency: opts.concurrency,
     taskList: opts.taskList,
     parsedCronItems: parseCronItems(opts.crontab ?? []),
@@ -41,7 +46,9 @@ export async function startWorker(opts: {
     pollInterval: 1000,
     events,
     logger: new WorkerLogger((scope) => (level, message, meta) => {
-      const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' ? 'info' : 'debug';
+      // A line per completed job is debug noise at production volume; failures stay visible.
+      const routine = level === 'info' && message.startsWith('Completed task');
+      const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' && !routine ? 'info' : 'debug';
       log[method]({ ...scope, ...(meta ?? {}) }, message);
     }),
   });
@@ -65,6 +72,7 @@ export async function startWorker(opts: {
       clearInterval(timer);
       await beating;
       await runner.stop();
+      await pgPool.end();
       await sql`delete from worker_heartbeats where pool_id = ${poolId}`.catch(() => {});
     },
   };
