@@ -1,0 +1,146 @@
+import { execFile } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { Pool } from 'undici';
+import { createSql } from '../src/platform/db.ts';
+import { createProject } from '../src/projects/service.ts';
+import { createApiKey } from '../src/keys/service.ts';
+import { peakRssMb, percentile, QUICK, ratio, round, spawnMailroom, type BenchContext, type BenchResult } from './support.ts';
+
+/**
+ * POST /v1/emails at 32 connections with no worker running, against pgbench doing the very
+ * transaction the route commits (the email row and its `email__send` job) on 32 connections.
+ * The API adds to that: HTTP, key lookup, the Redis rate limit, validation and MIME sizing.
+ */
+const CONCURRENCY = 32;
+const REQUESTS = QUICK ? 500 : 6000;
+const WARMUP = QUICK ? 100 : 500;
+const PGBENCH_SECONDS = QUICK ? 3 : 10;
+
+const EMAIL = {
+  from: 'Bench <bench@example.com>',
+  to: ['reader@example.com'],
+  subject: 'Your receipt',
+  text: 'Thanks for your order. '.repeat(20),
+  html: `<p>${'Thanks for your order. '.repeat(20)}</p>`,
+};
+
+async function post(pool: Pool, key: string, total: number) {
+  const body = JSON.stringify(EMAIL);
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  const latencies: number[] = [];
+  const failures = new Map<number, number>();
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    while (next < total) {
+      next++;
+      const t = performance.now();
+      const res = await pool.request({ method: 'POST', path: '/v1/emails', headers, body });
+      await res.body.dump();
+      latencies.push(performance.now() - t);
+      if (res.statusCode !== 201) failures.set(res.statusCode, (failures.get(res.statusCode) ?? 0) + 1);
+    }
+  }));
+  const seconds = (performance.now() - started) / 1000;
+  if (failures.size) throw new Error(`POST /v1/emails answered other than 201: ${JSON.stringify(Object.fromEntries(failures))}`);
+  return { seconds, latencies: latencies.sort((a, b) => a - b) };
+}
+
+/**
+ * The route's transaction (emails/queries.ts insertQueuedEmail), as a pgbench script. Ids are
+ * time-ordered like the API's ULIDs, so both append to the primary key's index the same way.
+ */
+const PGBENCH_SCRIPT = `
+BEGIN;
+insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
+                    reply_to_addresses, subject, html, text, headers, attachments)
+values ('email_' || lpad(to_hex((extract(epoch from clock_timestamp()) * 1000000)::bigint), 16, '0') || substr(md5(random()::text), 1, 10),
+        :project, 'queued', :from,
+        array[:to]::text[], '{}', '{}', '{}', :subject, :html, :text, '{}'::jsonb, '[]'::jsonb)
+returning id \\gset
+select graphile_worker.add_job('email__send', json_build_object('email_id', cast(:id as text), 'project_id', cast(:project as text)),
+                               max_attempts := 25, job_key := cast(:id as text));
+END;
+`;
+
+async function pgbench(databaseUrl: string, projectId: string) {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'mailroom-bench-'));
+  try {
+    const script = path.join(dir, 'accept.sql');
+    await writeFile(script, PGBENCH_SCRIPT);
+    const vars = { project: projectId, from: EMAIL.from, to: EMAIL.to[0]!, subject: EMAIL.subject, html: EMAIL.html, text: EMAIL.text };
+    const args = ['-n', '-M', 'prepared', '-c', String(CONCURRENCY), '-j', '2', '-T', String(PGBENCH_SECONDS), '-f', script,
+      ...Object.entries(vars).flatMap(([k, v]) => ['-D', `${k}=${v}`]), databaseUrl];
+    const { stdout } = await promisify(execFile)(pgbenchBinary(), args, { maxBuffer: 1 << 20 });
+    const tps = Number(/^tps = ([\d.]+)/m.exec(stdout)?.[1]);
+    const latency = Number(/^latency average = ([\d.]+) ms/m.exec(stdout)?.[1]);
+    const failed = Number(/^number of failed transactions: (\d+)/m.exec(stdout)?.[1] ?? 0);
+    if (!tps || failed) throw new Error(`pgbench did not run cleanly:\n${stdout}`);
+    return { tps, latency };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** pgbench on PATH (Debian's postgresql-client), else the one beside a PostgreSQL server install. */
+function pgbenchBinary(): string {
+  const onPath = (process.env.PATH ?? '').split(':').map((d) => path.join(d, 'pgbench')).find(existsSync);
+  if (onPath) return onPath;
+  const servers = existsSync('/usr/lib/postgresql') ? readdirSync('/usr/lib/postgresql').sort().reverse() : [];
+  const found = servers.map((v) => `/usr/lib/postgresql/${v}/bin/pgbench`).find(existsSync);
+  if (!found) throw new Error('pgbench not found: install postgresql-client');
+  return found;
+}
+
+export async function accept(ctx: BenchContext): Promise<BenchResult> {
+  const sql = createSql(ctx.databaseUrl, { max: 2 });
+  try {
+    const project = await createProject(sql, 'bench accept');
+    const { key } = await createApiKey(sql, project.id, 'bench');
+    const api = spawnMailroom('src/api.ts', { ...ctx.env, PORT: '0', HOST: '127.0.0.1', API_RATE_LIMIT_PER_MINUTE: '1000000' });
+    let run: Awaited<ReturnType<typeof post>>;
+    let rss: number;
+    try {
+      const { url } = await api.logLine('api listening');
+      const pool = new Pool(String(url), { connections: CONCURRENCY, pipelining: 1 });
+      try {
+        await post(pool, key, WARMUP);
+        run = await post(pool, key, REQUESTS);
+        rss = peakRssMb(api.pid);
+      } finally {
+        await pool.close();
+      }
+    } finally {
+      await api.stop();
+    }
+    const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from emails where project_id = ${project.id}`;
+    if (n !== WARMUP + REQUESTS) throw new Error(`expected ${WARMUP + REQUESTS} emails, found ${n}`);
+
+    // The ceiling starts from the same empty tables.
+    await sql`truncate emails cascade`;
+    await sql`truncate graphile_worker._private_jobs`;
+    await sql`vacuum analyze emails`;
+    const ceiling = await pgbench(ctx.databaseUrl, project.id);
+
+    const rate = REQUESTS / run.seconds;
+    return {
+      bench: 'accept',
+      rate_per_s: round(rate),
+      ceiling: 'pgbench insert+add_job',
+      ceiling_per_s: round(ceiling.tps),
+      ratio: ratio(rate, ceiling.tps),
+      p50_ms: round(percentile(run.latencies, 50), 2),
+      p99_ms: round(percentile(run.latencies, 99), 2),
+      ceiling_latency_avg_ms: round(ceiling.latency, 2),
+      api_peak_rss_mb: rss,
+      requests: REQUESTS,
+      concurrency: CONCURRENCY,
+    };
+  } finally {
+    await sql.end();
+  }
+}

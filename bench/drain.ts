@@ -1,0 +1,107 @@
+import { run, Logger as WorkerLogger } from 'graphile-worker';
+import pg from 'pg';
+import { createSql, type Sql } from '../src/platform/db.ts';
+import { newId } from '../src/platform/ids.ts';
+import { createProject } from '../src/projects/service.ts';
+import { insertQueuedEmail } from '../src/emails/queries.ts';
+import { QUICK, ratio, round, spawnMailroom, waitUntil, type BenchContext, type BenchResult } from './support.ts';
+
+/**
+ * Emails from `queued` to `sent` through the built-in sink (a project with no provider
+ * connection), by one worker process at its default concurrency; against graphile-worker
+ * running the same number of no-op jobs at the same concurrency. The clock starts when the
+ * batch commits (the worker is already listening) and stops when the last one is `sent`.
+ */
+const CONCURRENCY = 8;
+const EMAILS = QUICK ? 300 : 3000;
+const WARMUP = QUICK ? 50 : 200;
+
+async function enqueue(sql: Sql, projectId: string, count: number) {
+  await sql.begin(async (tx) => { await Promise.all(Array.from({ length: count }, () => insertQueuedEmail(tx, {
+    id: newId('email'), projectId,
+    from: 'Bench <bench@example.com>', to: ['reader@example.com'], cc: [], bcc: [], replyTo: [],
+    subject: 'Your receipt', text: 'Thanks for your order. '.repeat(20), html: `<p>${'Thanks for your order. '.repeat(20)}</p>`,
+    headers: {}, attachments: [],
+  }))); });
+}
+
+async function timeDrain(sql: Sql, projectId: string, count: number, expectSent: number): Promise<number> {
+  await enqueue(sql, projectId, count);
+  const started = performance.now();
+  await waitUntil(`${expectSent} emails sent`, async () => {
+    const [row] = await sql<[{ sent: number; failed: number; lastError: string | null }]>`
+      select count(*) filter (where status = 'sent')::int as sent, count(*) filter (where status = 'failed')::int as failed,
+             max(last_error) as last_error
+      from emails where project_id = ${projectId}`;
+    if (row.failed) throw new Error(`${row.failed} emails failed (${row.lastError})`);
+    return row.sent >= expectSent;
+  });
+  return (performance.now() - started) / 1000;
+}
+
+/** The same job count through a bare graphile-worker runner whose task does nothing. */
+async function noopCeiling(databaseUrl: string, sql: Sql): Promise<number> {
+  let done = 0;
+  let target = WARMUP;
+  let finished: () => void = () => {};
+  // Our own pool, so it is fully closed before the database is dropped (the runner's own end is not awaited).
+  const pgPool = new pg.Pool({ connectionString: databaseUrl, max: 10 }); // graphile-worker's default, as the worker process has
+  pgPool.on('error', () => {});
+  pgPool.on('connect', (client) => client.on('error', () => {}));
+  const runner = await run({
+    pgPool,
+    concurrency: CONCURRENCY,
+    noHandleSignals: true,
+    pollInterval: 1000,
+    logger: new WorkerLogger(() => (level, message) => { if (level === 'error') process.stderr.write(`noop runner: ${message}\n`); }),
+    taskList: { noop: async () => { if (++done === target) finished(); } },
+  });
+  try {
+    const batch = async (count: number) => {
+      const all = new Promise<void>((resolve) => { finished = resolve; });
+      target = done + count;
+      await sql`select graphile_worker.add_job('noop', json_build_object('n', g), max_attempts := 25, job_key := 'noop-' || ${done}::int || '-' || g)
+                from generate_series(1, ${count}::int) g`;
+      const started = performance.now();
+      await all;
+      return (performance.now() - started) / 1000;
+    };
+    await batch(WARMUP);
+    return EMAILS / (await batch(EMAILS));
+  } finally {
+    await runner.stop();
+    await pgPool.end();
+  }
+}
+
+export async function drain(ctx: BenchContext): Promise<BenchResult> {
+  const sql = createSql(ctx.databaseUrl, { max: 2 });
+  try {
+    const project = await createProject(sql, 'bench drain');
+    const worker = spawnMailroom('src/worker.ts', { ...ctx.env, SINK_SMTP_PORT: '0', WORKER_CONCURRENCY: String(CONCURRENCY) });
+    let seconds: number;
+    try {
+      await worker.logLine('worker running');
+      await timeDrain(sql, project.id, WARMUP, WARMUP);
+      seconds = await timeDrain(sql, project.id, EMAILS, WARMUP + EMAILS);
+    } finally {
+      await worker.stop();
+    }
+    const [{ caught }] = await sql<[{ caught: number }]>`select count(*)::int as caught from sink_messages where project_id = ${project.id}`;
+    if (caught !== WARMUP + EMAILS) throw new Error(`the sink caught ${caught} messages, expected ${WARMUP + EMAILS}`);
+
+    const ceiling = await noopCeiling(ctx.databaseUrl, sql);
+    const rate = EMAILS / seconds;
+    return {
+      bench: 'drain',
+      rate_per_s: round(rate),
+      ceiling: 'graphile-worker no-op jobs',
+      ceiling_per_s: round(ceiling),
+      ratio: ratio(rate, ceiling),
+      emails: EMAILS,
+      concurrency: CONCURRENCY,
+    };
+  } finally {
+    await sql.end();
+  }
+}

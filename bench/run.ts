@@ -1,0 +1,82 @@
+import os from 'node:os';
+import { existsSync } from 'node:fs';
+import { accept } from './accept.ts';
+import { drain } from './drain.ts';
+import { fanout } from './fanout.ts';
+import { sink } from './sink.ts';
+import { freePort, freshDatabase, killChildren, redisAnswers, round, SECRET_KEY, spawnService, waitUntil, type BenchContext, type BenchResult, type Service } from './support.ts';
+
+/**
+ * `npm run bench [-- accept drain fanout sink]`: each benchmark in its own fresh database,
+ * one after another, one JSON line each on stdout. Progress goes to stderr.
+ */
+const BENCHES: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { accept, drain, fanout, sink };
+
+const names = process.argv.slice(2).filter((a) => a !== '--');
+const unknown = names.filter((n) => !(n in BENCHES));
+if (unknown.length) {
+  process.stderr.write(`bench: unknown benchmark ${unknown.join(', ')}; choose from ${Object.keys(BENCHES).join(', ')}\n`);
+  process.exit(2);
+}
+const selected = names.length ? names : Object.keys(BENCHES);
+const adminUrl = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+
+const cleanups: Array<() => Promise<unknown>> = [];
+async function cleanUp() {
+  while (cleanups.length) await cleanups.pop()!().catch(() => {});
+}
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    process.stderr.write(`bench: ${signal}, cleaning up\n`);
+    killChildren();
+    // Dropping a database under the benchmark's own open pools makes them throw; we are leaving anyway.
+    process.on('uncaughtException', () => {});
+    process.on('unhandledRejection', () => {});
+    const hard = setTimeout(() => process.exit(130), 10_000);
+    hard.unref();
+    void cleanUp().finally(() => process.exit(130));
+  });
+}
+
+/** Production requires REDIS_URL: use the one that answers, else start a throwaway redis-server. */
+async function redis(): Promise<{ url: string; note: string }> {
+  const url = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+  if (await redisAnswers(url)) return { url, note: 'redis' };
+  const binary = ['/usr/bin/redis-server', '/usr/local/bin/redis-server'].find(existsSync);
+  if (!binary) return { url, note: 'redis unreachable: the limiter fails open' };
+  const port = await freePort();
+  const server: Service = spawnService(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']);
+  cleanups.push(() => server.stop());
+  const own = `redis://127.0.0.1:${port}`;
+  await waitUntil('redis-server', () => redisAnswers(own), 10_000);
+  return { url: own, note: 'redis (started for the run)' };
+}
+
+let failed = false;
+try {
+  const cache = await redis();
+  process.stderr.write(`bench: ${selected.join(', ')} on ${os.cpus().length} CPUs, node ${process.version}, ${cache.note}\n`);
+  for (const name of selected) {
+    const database = await freshDatabase(adminUrl, name);
+    cleanups.push(() => database.drop());
+    const ctx: BenchContext = {
+      databaseUrl: database.url,
+      redisUrl: cache.url,
+      env: { DATABASE_URL: database.url, REDIS_URL: cache.url, SECRET_KEY, LOG_LEVEL: 'info', NODE_ENV: 'production' },
+    };
+    const started = Date.now();
+    try {
+      process.stderr.write(`bench: ${name}…\n`);
+      const result = await BENCHES[name]!(ctx);
+      process.stdout.write(`${JSON.stringify({ ...result, took_s: round((Date.now() - started) / 1000) })}\n`);
+    } catch (err) {
+      failed = true;
+      process.stdout.write(`${JSON.stringify({ bench: name, error: (err as Error).message })}\n`);
+    } finally {
+      await cleanups.pop()!().catch((err) => process.stderr.write(`bench: could not drop ${database.url}: ${err}\n`));
+    }
+  }
+} finally {
+  await cleanUp();
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,177 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import postgres from 'postgres';
+import { migrateDatabase } from '../src/platform/migrate.ts';
+
+export const ROOT = path.resolve(import.meta.dirname, '..');
+/** BENCH_QUICK=1 shrinks every count, for a smoke run of the harness itself. */
+export const QUICK = process.env.BENCH_QUICK === '1';
+export const SECRET_KEY = 'bench-secret-key-0123456789abcdefghijklmnopqrstuvwxyz';
+
+export type BenchContext = {
+  databaseUrl: string;
+  redisUrl: string;
+  /** Environment every Mailroom child process gets (database, Redis, secret, logging). */
+  env: Record<string, string>;
+};
+export type BenchResult = Record<string, unknown>;
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits;
+export const ratio = (rate: number, ceiling: number | null) => (ceiling ? round(rate / ceiling, 3) : null);
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/** Children still running; killed on any exit path so a failed run leaves nothing behind. */
+const children = new Set<ChildProcess>();
+export function killChildren() {
+  for (const child of children) child.kill('SIGKILL');
+}
+process.on('exit', killChildren);
+
+export type Service = {
+  pid: number;
+  /** The first JSON log line whose `msg` is `msg` (one already printed counts). */
+  logLine(msg: string, timeoutMs?: number): Promise<Record<string, unknown>>;
+  output(): string;
+  stop(): Promise<void>;
+  exited: Promise<number | null>;
+};
+
+/** Spawns a program directly (never through a wrapper), so `pid` is the process doing the work. */
+export function spawnService(command: string, args: string[], env: Record<string, string> = {}): Service {
+  const child = spawn(command, args, {
+    cwd: ROOT,
+    env: { PATH: `${ROOT}/node_modules/.bin:${process.env.PATH}`, HOME: process.env.HOME ?? '/root', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.add(child);
+  const lines: Record<string, unknown>[] = [];
+  let tail = '';
+  let partial = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    const text = partial + chunk.toString('utf8');
+    const parts = text.split('\n');
+    partial = parts.pop()!;
+    for (const line of parts) {
+      try { lines.push(JSON.parse(line)); } catch { tail = (tail + line + '\n').slice(-4000); }
+    }
+  });
+  child.stderr!.on('data', (chunk: Buffer) => { tail = (tail + chunk.toString('utf8')).slice(-4000); });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => { children.delete(child); resolve(code); }));
+  return {
+    pid: child.pid!,
+    exited,
+    output: () => tail,
+    async logLine(msg, timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        const found = lines.find((l) => l.msg === msg);
+        if (found) return found;
+        if (child.exitCode !== null) break;
+        await sleep(25);
+      }
+      throw new Error(`${path.basename(args.at(-1) ?? command)}: no "${msg}" log line; output:\n${tail}`);
+    },
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 12_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** A Mailroom entry point on the project's Node 24, with the tsx loader and nothing in between. */
+export function spawnMailroom(entry: string, env: Record<string, string>): Service {
+  return spawnService(process.execPath, ['--import', 'tsx', path.join(ROOT, entry)], env);
+}
+
+/** Peak resident set size (VmHWM) of a running process, in MiB. */
+export function peakRssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/^VmHWM:\s+(\d+)\s+kB/m.exec(status)?.[1] ?? NaN);
+  return round(kb / 1024);
+}
+
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+export async function waitForPort(port: number, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1', () => { socket.destroy(); resolve(true); });
+      socket.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    await sleep(50);
+  }
+  throw new Error(`nothing listens on 127.0.0.1:${port}`);
+}
+
+/** Polls `check` until it returns true; throws after `timeoutMs` naming `what`. */
+export async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs = 180_000, everyMs = 50) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+/**
+ * A new database on the admin URL's server, migrated as production would be (plus any work in
+ * progress in migrations/current.sql, as the test setup does). `drop()` removes it.
+ */
+export async function freshDatabase(adminUrl: string, label: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `mailroom_bench_${label}_${process.pid}`;
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  const drop = async () => { await admin.unsafe(`drop database if exists "${name}" with (force)`); };
+  try {
+    await drop();
+    await admin.unsafe(`create database "${name}" template template0`);
+    const url = withDatabase(adminUrl, name);
+    await migrateDatabase(url);
+    const current = await readFile(path.join(ROOT, 'migrations/current.sql'), 'utf8');
+    if (current.replace(/--.*$/gm, '').trim()) {
+      const db = postgres(url, { max: 1, onnotice: () => {} });
+      try { await db.unsafe(current); } finally { await db.end(); }
+    }
+    return { url, drop: async () => { try { await drop(); } finally { await admin.end(); } } };
+  } catch (err) {
+    await drop().catch(() => {});
+    await admin.end();
+    throw err;
+  }
+}
+
+/** Sends PING and expects +PONG within a second. */
+export function redisAnswers(url: string): Promise<boolean> {
+  const u = new URL(url);
+  return new Promise((resolve) => {
+    const socket = net.connect(Number(u.port || 6379), u.hostname || '127.0.0.1');
+    const done = (ok: boolean) => { socket.destroy(); resolve(ok); };
+    socket.setTimeout(1000, () => done(false));
+    socket.once('error', () => done(false));
+    socket.once('connect', () => socket.write(u.password ? `AUTH ${decodeURIComponent(u.password)}\r\nPING\r\n` : 'PING\r\n'));
+    socket.on('data', (d) => { if (d.toString().includes('+PONG')) done(true); });
+  });
+}
