@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig } from './platform/config.ts';
+import { ConfigError, loadConfig, usesDevDatabase } from './platform/config.ts';
 import { createSql, type Sql } from './platform/db.ts';
 import { devSecretKey, startDevDatabase } from './platform/embedded-db.ts';
 import { ServiceError } from './projects/service.ts';
@@ -8,13 +8,13 @@ import { resolveCommand } from './commands.ts';
 async function main() {
   const { command, values, positionals } = resolveCommand(process.argv.slice(2));
   // Without DATABASE_URL, work on the `npm run dev` database and secret under .data/.
-  const useDev = !process.env.DATABASE_URL;
+  const useDev = usesDevDatabase();
   const dev = useDev ? await startDevDatabase() : undefined;
-  const config = loadConfig(process.env, {
+  const config = loadConfig(undefined, {
     requireRedis: false,
     dev: useDev,
     databaseUrl: dev?.url,
-    secretKey: useDev || !process.env.SECRET_KEY ? await devSecretKeyIfDev(useDev) : undefined,
+    secretKey: useDev ? await devSecretKey() : undefined,
   });
   let sql: Sql | undefined;
   try {
@@ -24,10 +24,6 @@ async function main() {
     await sql?.end({ timeout: 2 });
     await dev?.stop();
   }
-}
-
-async function devSecretKeyIfDev(useDev: boolean) {
-  return useDev ? devSecretKey() : undefined;
 }
 
 main().then(

@@ -110,6 +110,11 @@ export type ConfigDefaults = Partial<Pick<Config, 'databaseUrl' | 'secretKey' | 
   requireRedis?: boolean;
 };
 
+/** The CLI works on the `npm run dev` database and secret when no DATABASE_URL is given. */
+export function usesDevDatabase(env: NodeJS.ProcessEnv = process.env): boolean {
+  return !env.DATABASE_URL;
+}
+
 /**
  * The only reader of the environment. Empty strings count as unset so `FOO=` in an env file
  * falls back to the default rather than failing.
