@@ -6,26 +6,25 @@ import type { SinkMessageRow, SinkMessageSummaryRow } from './schemas.ts';
 export type CaughtMessage = ParsedSinkMessage & { projectId: string; emailId: string | null; raw: Buffer };
 
 /**
- * Stores a caught message and prunes the project's sink to `keep` in one transaction. The
- * per-project advisory lock, taken after the insert, makes concurrent deliveries prune in turn,
- * so each prune sees the others' rows and the count never stays above `keep`.
+ * Stores a caught message, then prunes the project's sink to `keep`. The prune runs after the
+ * insert commits, unlocked, so deliveries to one project commit side by side: each prune sees
+ * every row committed before it, so the last one leaves exactly `keep`, and a prune with an older
+ * view only deletes a subset of what a newer one does. Concurrent prunes lock rows in the same
+ * index order, so they wait on each other rather than deadlock.
  */
 export async function insertSinkMessage(sql: Sql, msg: CaughtMessage, keep: number): Promise<string> {
   const id = newId('sinkMessage');
-  await sql.begin(async (tx) => {
-    await tx`
-      insert into sink_messages (id, project_id, email_id, from_address, to_addresses, cc_addresses, subject,
-                                 text, html, headers, attachments, raw, size_bytes)
-      values (${id}, ${msg.projectId}, ${msg.emailId}, ${msg.fromAddress}, ${msg.toAddresses}::text[],
-              ${msg.ccAddresses}::text[], ${msg.subject}, ${msg.text}, ${msg.html}, ${tx.json(msg.headers)},
-              ${tx.json(msg.attachments)}, ${msg.raw}, ${msg.raw.length})`;
-    await tx`select pg_advisory_xact_lock(hashtextextended(${`sink_prune:${msg.projectId}`}, 0))`;
-    await tx`
-      delete from sink_messages
-      where project_id = ${msg.projectId}
-        and id <= (select id from sink_messages where project_id = ${msg.projectId}
-                   order by id desc offset ${keep} limit 1)`;
-  });
+  await sql`
+    insert into sink_messages (id, project_id, email_id, from_address, to_addresses, cc_addresses, subject,
+                               text, html, headers, attachments, raw, size_bytes)
+    values (${id}, ${msg.projectId}, ${msg.emailId}, ${msg.fromAddress}, ${msg.toAddresses}::text[],
+            ${msg.ccAddresses}::text[], ${msg.subject}, ${msg.text}, ${msg.html}, ${sql.json(msg.headers)},
+            ${sql.json(msg.attachments)}, ${msg.raw}, ${msg.raw.length})`;
+  await sql`
+    delete from sink_messages
+    where project_id = ${msg.projectId}
+      and id <= (select id from sink_messages where project_id = ${msg.projectId}
+                 order by id desc offset ${keep} limit 1)`;
   return id;
 }
 
