@@ -16,6 +16,7 @@ const running = await boot('all', config, embedded ? [['embedded-postgres', embe
 const lines = [
   '',
   `  Mailroom is running (development mode, ready in ${((Date.now() - started) / 1000).toFixed(1)} s)`,
+  `  Dashboard   ${running.url}/dashboard`,
   `  API         ${running.url}/v1   docs: ${running.url}/docs`,
   `  SMTP sink   smtp://${config.sinkSmtpHost}:${config.sinkSmtpPort} (AUTH with any username and an API key as password)`,
   `  Database    ${embedded ? `embedded PostgreSQL in .data/pg` : 'DATABASE_URL'}${applied ? ` (${applied} migrations applied)` : ''}`,

@@ -13,6 +13,7 @@ import { registerWebhookRoutes } from '../webhooks/routes.ts';
 import { registerSnsPushRoute } from '../events/sns-push.ts';
 import { registerUnsubscribeRoutes } from '../unsubscribe/routes.ts';
 import { registerSinkRoutes } from '../sink/routes.ts';
+import { createDashboard } from '../../dashboard/app.tsx';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
 export function createApp(deps: AppDeps) {
@@ -49,6 +50,8 @@ export function createApp(deps: AppDeps) {
 
   registerHealthRoutes(app);
   registerUnsubscribeRoutes(app);
+  app.route('/dashboard', createDashboard());
+  app.get('/', (c) => c.redirect('/dashboard', 302));
 
   const auth = requireApiKey();
   app.use('/v1/*', async (c, next) => (c.req.path === '/v1/events/ses' ? next() : auth(c, next)));

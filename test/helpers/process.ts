@@ -1,9 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { after } from 'node:test';
 import path from 'node:path';
+import { readdirSync } from 'node:fs';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
+/** How many migrations a fresh database gets. */
+export const COMMITTED_MIGRATIONS = readdirSync(path.join(ROOT, 'migrations/committed')).filter((f) => f.endsWith('.sql')).length;
 const BIN = path.join(ROOT, 'node_modules/.bin');
 
 export type Spawned = {

@@ -1,0 +1,82 @@
+import { Hono, type MiddlewareHandler } from 'hono';
+import { ServiceError, getProject } from '../src/projects/service.ts';
+import { csrfValid, provideCsrf } from './csrf.ts';
+import { BASE, type DashEnv } from './env.ts';
+import { errorPage } from './render.tsx';
+import { registerAuthRoutes } from './routes/auth.tsx';
+import { registerProjectRoutes } from './routes/projects.tsx';
+import { registerKeyRoutes } from './routes/keys.tsx';
+import { registerWebhookRoutes } from './routes/webhooks.tsx';
+import { registerDomainRoutes } from './routes/domains.tsx';
+import { registerInboxRoutes } from './routes/inbox.tsx';
+import { currentSession } from './session.ts';
+
+/**
+ * Pages may load only their own styles and same-origin frames; nothing may frame them, and no
+ * script runs at all (the dashboard has none), so markup that slipped through could do nothing.
+ */
+export const DASHBOARD_CSP =
+  "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+const securityHeaders: MiddlewareHandler<DashEnv> = async (c, next) => {
+  await next();
+  // A route that set its own policy (the caught-HTML frame) keeps it.
+  if (!c.res.headers.has('content-security-policy')) {
+    c.header('Content-Security-Policy', DASHBOARD_CSP);
+    c.header('X-Frame-Options', 'DENY');
+  }
+  c.header('X-Content-Type-Options', 'nosniff');
+  // same-origin, not no-referrer: under no-referrer browsers send `Origin: null` on form posts.
+  c.header('Referrer-Policy', 'same-origin');
+  c.header('Cache-Control', 'no-store');
+};
+
+const loadSession: MiddlewareHandler<DashEnv> = async (c, next) => {
+  const session = await currentSession(c);
+  if (session) c.set('session', session);
+  await next();
+};
+
+const checkCsrf: MiddlewareHandler<DashEnv> = async (c, next) => {
+  if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && !(await csrfValid(c))) {
+    return errorPage(c, 403, 'Forbidden', 'The form was stale or did not come from this dashboard. Reload the page and try again.');
+  }
+  await next();
+};
+
+const requireLogin: MiddlewareHandler<DashEnv> = async (c, next) => {
+  if (!c.var.session) return c.redirect(`${BASE}/login`, 303);
+  await next();
+};
+
+const loadProject: MiddlewareHandler<DashEnv> = async (c, next) => {
+  const project = await getProject(c.var.deps.sql, c.req.param('projectId') ?? '');
+  if (!project) return errorPage(c, 404, 'Not found', 'There is no such project.');
+  c.set('project', project);
+  await next();
+};
+
+/** The owner's dashboard, mounted at /dashboard by the HTTP app. */
+export function createDashboard() {
+  const app = new Hono<DashEnv>();
+  app.use('*', securityHeaders, loadSession, provideCsrf, checkCsrf);
+  registerAuthRoutes(app);
+  app.use('*', requireLogin);
+  registerProjectRoutes(app);
+  app.use('/projects/:projectId/*', loadProject);
+  registerKeyRoutes(app);
+  registerWebhookRoutes(app);
+  registerDomainRoutes(app);
+  registerInboxRoutes(app);
+  app.all('*', (c) => errorPage(c, 404, 'Not found', 'There is no such page.'));
+
+  app.onError((err, c) => {
+    // Service messages are written for the operator; "not found" ones come from ids in the URL.
+    if (err instanceof ServiceError) {
+      return /not found/.test(err.message) ? errorPage(c, 404, 'Not found', err.message) : errorPage(c, 422, 'Could not do that', err.message);
+    }
+    c.var.deps.log.error({ err, requestId: c.var.requestId, path: c.req.path }, 'dashboard error');
+    return c.html('<!doctype html><title>Error</title><p>Something went wrong. The error was logged.</p>', 500);
+  });
+  return app;
+}

@@ -1,0 +1,42 @@
+import { BASE } from '../env.ts';
+import { ErrorNote, Form, Layout } from '../layout.tsx';
+import { MIN_PASSWORD_LENGTH } from '../owner.ts';
+
+type Props = { csrf: string; error?: string; email?: string };
+
+export function SignupPage(props: Props) {
+  return (
+    <Layout title="Create the owner account" csrf={props.csrf}>
+      <p>This instance has no owner yet. The first account created here owns it, and signup then closes.</p>
+      <ErrorNote message={props.error} />
+      <Form action={`${BASE}/signup`} csrf={props.csrf}>
+        <p><label>Email<br /><input type="email" name="email" required value={props.email ?? ''} autocomplete="username" /></label></p>
+        <p><label>Password (at least {MIN_PASSWORD_LENGTH} characters)<br />
+          <input type="password" name="password" required minlength={MIN_PASSWORD_LENGTH} autocomplete="new-password" /></label></p>
+        <button type="submit">Create account</button>
+      </Form>
+    </Layout>
+  );
+}
+
+export function LoginPage(props: Props) {
+  return (
+    <Layout title="Sign in" csrf={props.csrf}>
+      <ErrorNote message={props.error} />
+      <Form action={`${BASE}/login`} csrf={props.csrf}>
+        <p><label>Email<br /><input type="email" name="email" required value={props.email ?? ''} autocomplete="username" /></label></p>
+        <p><label>Password<br /><input type="password" name="password" required autocomplete="current-password" /></label></p>
+        <button type="submit">Sign in</button>
+      </Form>
+    </Layout>
+  );
+}
+
+export function ErrorPage(props: { csrf: string; email?: string; title: string; message: string }) {
+  return (
+    <Layout title={props.title} csrf={props.csrf} email={props.email}>
+      <p class="error">{props.message}</p>
+      <p><a href={BASE}>Back to the dashboard</a></p>
+    </Layout>
+  );
+}

@@ -1,0 +1,39 @@
+import type { Hono } from 'hono';
+import { listEmails } from '../../src/emails/queries.ts';
+import { listDomains } from '../../src/domains/queries.ts';
+import { addDomain, checkDomain } from '../../src/domains/service.ts';
+import { ServiceError } from '../../src/projects/service.ts';
+import { BASE, type DashEnv } from '../env.ts';
+import { DomainsPage } from '../pages/domains.tsx';
+import { EmailsPage } from '../pages/emails.tsx';
+import { base, field, render } from '../render.tsx';
+
+/** Domains (statuses and DNS records, add and check through the service) and the read-only email log. */
+export function registerDomainRoutes(app: Hono<DashEnv>) {
+  app.get('/projects/:projectId/domains', async (c) => {
+    const domains = await listDomains(c.var.deps.sql, c.var.project.id);
+    return render(c, <DomainsPage {...base(c)} domains={domains} />);
+  });
+
+  app.post('/projects/:projectId/domains', async (c) => {
+    const { sql, config } = c.var.deps;
+    try {
+      await addDomain(sql, config, c.var.project.id, field(await c.req.parseBody(), 'domain'));
+      return c.redirect(`${BASE}/projects/${c.var.project.id}/domains`, 303);
+    } catch (err) {
+      if (!(err instanceof ServiceError)) throw err;
+      const domains = await listDomains(sql, c.var.project.id);
+      return render(c, <DomainsPage {...base(c)} domains={domains} error={err.message} />, 422);
+    }
+  });
+
+  app.post('/projects/:projectId/domains/:domainId/check', async (c) => {
+    await checkDomain(c.var.deps.sql, c.var.deps.config, c.req.param('domainId'), c.var.project.id);
+    return c.redirect(`${BASE}/projects/${c.var.project.id}/domains`, 303);
+  });
+
+  app.get('/projects/:projectId/emails', async (c) => {
+    const page = await listEmails(c.var.deps.sql, c.var.project.id, { limit: 100 });
+    return render(c, <EmailsPage {...base(c)} emails={page.rows} />);
+  });
+}

@@ -1,0 +1,73 @@
+import type { Context, Hono } from 'hono';
+import { ServiceError } from '../../src/projects/service.ts';
+import { getEndpoint, listEndpoints } from '../../src/webhooks/queries.ts';
+import { createEndpoint, getEndpointSecret, updateEndpoint } from '../../src/webhooks/service.ts';
+import { BASE, type DashEnv } from '../env.ts';
+import { WebhookPage, WebhooksPage } from '../pages/webhooks.tsx';
+import { base, errorPage, field, render } from '../render.tsx';
+
+/** The endpoint of this project named in the URL, or a 404 page. */
+async function endpointOf(c: Context<DashEnv>) {
+  return getEndpoint(c.var.deps.sql, c.var.project.id, c.req.param('endpointId') ?? '');
+}
+
+const notFound = (c: Context<DashEnv>) => errorPage(c, 404, 'Not found', 'There is no such webhook endpoint in this project.');
+
+export function registerWebhookRoutes(app: Hono<DashEnv>) {
+  const list = (c: Context<DashEnv>) => `${BASE}/projects/${c.var.project.id}/webhooks`;
+
+  app.get('/projects/:projectId/webhooks', async (c) => {
+    const endpoints = await listEndpoints(c.var.deps.sql, c.var.project.id);
+    return render(c, <WebhooksPage {...base(c)} endpoints={endpoints} />);
+  });
+
+  app.post('/projects/:projectId/webhooks', async (c) => {
+    const { sql, config } = c.var.deps;
+    const url = field(await c.req.parseBody(), 'url');
+    try {
+      const { endpoint } = await createEndpoint(sql, config, c.var.project.id, url);
+      return c.redirect(`${list(c)}/${endpoint.id}`, 303);
+    } catch (err) {
+      if (!(err instanceof ServiceError)) throw err;
+      const endpoints = await listEndpoints(sql, c.var.project.id);
+      return render(c, <WebhooksPage {...base(c)} endpoints={endpoints} url={url} error={err.message} />, 422);
+    }
+  });
+
+  app.get('/projects/:projectId/webhooks/:endpointId', async (c) => {
+    const endpoint = await endpointOf(c);
+    if (!endpoint) return notFound(c);
+    return render(c, <WebhookPage {...base(c)} endpoint={endpoint} />);
+  });
+
+  // A POST, so reading the secret needs the CSRF token and never sits in history or a cache.
+  app.post('/projects/:projectId/webhooks/:endpointId/secret', async (c) => {
+    const endpoint = await endpointOf(c);
+    if (!endpoint) return notFound(c);
+    const secret = await getEndpointSecret(c.var.deps.sql, c.var.deps.config, c.var.project.id, endpoint.id);
+    return render(c, <WebhookPage {...base(c)} endpoint={endpoint} secret={secret} />);
+  });
+
+  app.post('/projects/:projectId/webhooks/:endpointId/url', async (c) => {
+    const { sql, config } = c.var.deps;
+    const endpoint = await endpointOf(c);
+    if (!endpoint) return notFound(c);
+    const url = field(await c.req.parseBody(), 'url');
+    try {
+      await updateEndpoint(sql, config, c.var.project.id, endpoint.id, { url });
+      return c.redirect(`${list(c)}/${endpoint.id}`, 303);
+    } catch (err) {
+      if (!(err instanceof ServiceError)) throw err;
+      return render(c, <WebhookPage {...base(c)} endpoint={endpoint} url={url} error={err.message} />, 422);
+    }
+  });
+
+  for (const [action, enabled] of [['enable', true], ['disable', false]] as const) {
+    app.post(`/projects/:projectId/webhooks/:endpointId/${action}`, async (c) => {
+      const endpoint = await endpointOf(c);
+      if (!endpoint) return notFound(c);
+      await updateEndpoint(c.var.deps.sql, c.var.deps.config, c.var.project.id, endpoint.id, { enabled });
+      return c.redirect(`${list(c)}/${endpoint.id}`, 303);
+    });
+  }
+}

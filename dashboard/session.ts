@@ -1,0 +1,55 @@
+import type { Context } from 'hono';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
+import { isHttps } from '../src/http/client-ip.ts';
+import type { DashEnv } from './env.ts';
+import { randomBase64url, sha256 } from '../src/platform/crypto.ts';
+import type { Sql } from '../src/platform/db.ts';
+
+export const SESSION_COOKIE = 'mailroom_session';
+const SESSION_DAYS = 14;
+
+export type Session = { id: string; ownerId: string; email: string; csrfSecret: string };
+
+/** Only a hash of the token is stored, so a leaked table can't be replayed as cookies. */
+function sessionId(token: string): string {
+  return sha256(token).toString('hex');
+}
+
+async function insertSession(sql: Sql, ownerId: string) {
+  const token = randomBase64url(32);
+  await sql`
+    insert into dashboard_sessions (id, owner_id, csrf_secret, expires_at)
+    values (${sessionId(token)}, ${ownerId}, ${randomBase64url(32)}, now() + ${`${SESSION_DAYS} days`}::interval)`;
+  // Expired rows of the instance's one owner are few; sweeping them at sign-in keeps the table small.
+  await sql`delete from dashboard_sessions where expires_at < now()`;
+  return token;
+}
+
+export async function findSession(sql: Sql, token: string): Promise<Session | undefined> {
+  const [row] = await sql<[Session?]>`
+    select s.id, s.owner_id, o.email, s.csrf_secret
+    from dashboard_sessions s join owner_accounts o on o.id = s.owner_id
+    where s.id = ${sessionId(token)} and s.expires_at > now()`;
+  return row;
+}
+
+/** HttpOnly, SameSite=Lax, and Secure whenever the request came over https (directly or via a trusted proxy). */
+export function cookieOptions(c: Context<DashEnv>, maxAge: number) {
+  return { httpOnly: true, sameSite: 'Lax' as const, path: '/', secure: isHttps(c, c.var.deps.config.trustProxy), maxAge };
+}
+
+export async function startSession(c: Context<DashEnv>, ownerId: string) {
+  const token = await insertSession(c.var.deps.sql, ownerId);
+  setCookie(c, SESSION_COOKIE, token, cookieOptions(c, SESSION_DAYS * 86_400));
+}
+
+export async function currentSession(c: Context<DashEnv>): Promise<Session | undefined> {
+  const token = getCookie(c, SESSION_COOKIE);
+  if (!token || token.length > 100) return undefined;
+  return findSession(c.var.deps.sql, token);
+}
+
+export async function endSession(c: Context<DashEnv>, session: Session) {
+  await c.var.deps.sql`delete from dashboard_sessions where id = ${session.id}`;
+  deleteCookie(c, SESSION_COOKIE, cookieOptions(c, 0));
+}

@@ -1,0 +1,138 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createTestContext } from '../helpers/app.ts';
+import { browser, OWNER, signIn } from './client.ts';
+import { sha256 } from '../../src/platform/crypto.ts';
+
+const ctx = await createTestContext();
+
+test('before anyone signs up, pages send the visitor to signup; / goes to the dashboard', async () => {
+  const root = await ctx.app.request('/');
+  assert.equal(root.status, 302);
+  assert.equal(root.headers.get('location'), '/dashboard');
+  const b = browser(ctx);
+  const { res } = await b.get('/dashboard');
+  assert.equal(res.status, 303);
+  assert.equal(res.headers.get('location'), '/dashboard/login');
+  const login = await b.get('/dashboard/login');
+  assert.equal(login.res.headers.get('location'), '/dashboard/signup');
+});
+
+test('concurrent first signups: exactly one owner wins, the others are refused', async () => {
+  const clients = await Promise.all([0, 1, 2, 3].map(async () => {
+    const b = browser(ctx);
+    await b.get('/dashboard/signup');
+    return b;
+  }));
+  const results = await Promise.all(clients.map((b, i) =>
+    b.post('/dashboard/signup', { email: i === 0 ? OWNER.email : `rival${i}@example.com`, password: OWNER.password })));
+  const winners = results.filter((r) => r.res.status === 303);
+  assert.equal(winners.length, 1, `statuses ${results.map((r) => r.res.status)}`);
+  for (const r of results.filter((x) => x.res.status !== 303)) {
+    assert.equal(r.res.status, 409);
+    assert.match(r.text, /already has an owner/);
+  }
+  const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from owner_accounts`;
+  assert.equal(n, 1);
+  // Whoever won, make the known owner the one the rest of the file signs in as.
+  await ctx.sql`update owner_accounts set email = ${OWNER.email}`;
+});
+
+test('signup is closed after the first owner: the page redirects and a POST is refused', async () => {
+  const b = browser(ctx);
+  const page = await b.get('/dashboard/signup');
+  assert.equal(page.res.status, 303);
+  assert.equal(page.res.headers.get('location'), '/dashboard/login');
+  await b.get('/dashboard/login');
+  const late = await b.post('/dashboard/signup', { email: 'late@example.com', password: 'another long password' });
+  assert.equal(late.res.status, 409);
+  const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from owner_accounts`;
+  assert.equal(n, 1);
+});
+
+test('the password is stored as salted scrypt, never in clear', async () => {
+  const [row] = await ctx.sql<[{ passwordHash: string }]>`select password_hash from owner_accounts`;
+  assert.match(row.passwordHash, /^scrypt\$16384\$8\$1\$[\w-]{22}\$[\w-]{86}$/);
+  assert.ok(!row.passwordHash.includes(OWNER.password));
+});
+
+test('sign in: wrong password is a 401 page; the right one gives a hashed session and the cookie flags', async () => {
+  const b = browser(ctx);
+  await b.get('/dashboard/login');
+  const wrong = await b.post('/dashboard/login', { email: OWNER.email, password: 'not the password' });
+  assert.equal(wrong.res.status, 401);
+  assert.match(wrong.text, /Wrong email or password/);
+  assert.equal(b.jar.get('mailroom_session'), undefined);
+
+  const ok = await b.post('/dashboard/login', { email: OWNER.email.toUpperCase(), password: OWNER.password });
+  assert.equal(ok.res.status, 303);
+  const cookie = ok.res.headers.getSetCookie().find((c) => c.startsWith('mailroom_session='))!;
+  assert.match(cookie, /HttpOnly/);
+  assert.match(cookie, /SameSite=Lax/);
+  assert.match(cookie, /Path=\//);
+  assert.doesNotMatch(cookie, /Secure/, 'plain http without a trusted proxy');
+  const token = b.jar.get('mailroom_session')!;
+  const rows = await ctx.sql<{ id: string; expiresAt: Date }[]>`select id, expires_at from dashboard_sessions`;
+  assert.ok(rows.some((r) => r.id === sha256(token).toString('hex')), 'only the SHA-256 of the token is stored');
+  assert.ok(!rows.some((r) => r.id === token));
+  const days = (rows.at(-1)!.expiresAt.getTime() - Date.now()) / 86_400_000;
+  assert.ok(days > 13.9 && days <= 14);
+
+  const home = await b.get('/dashboard');
+  assert.equal(home.res.status, 200);
+  assert.match(home.text, /Projects/);
+
+  const out = await b.post('/dashboard/logout');
+  assert.equal(out.res.status, 303);
+  const [gone] = await ctx.sql`select 1 from dashboard_sessions where id = ${sha256(token).toString('hex')}`;
+  assert.equal(gone, undefined, 'logout deletes the session');
+  const after = await ctx.app.request('/dashboard', { headers: { cookie: `mailroom_session=${token}` } });
+  assert.equal(after.status, 303, 'the old cookie no longer works');
+});
+
+test('sign-in is throttled per email and per client address: 429 even with the right password', async () => {
+  const c4 = await createTestContext({ env: { TRUST_PROXY: 'true' } });
+  await signIn(browser(c4));
+  const fromA = browser(c4, { 'x-forwarded-for': '203.0.113.9' });
+  await fromA.get('/dashboard/login');
+  for (let i = 0; i < 10; i++) {
+    const r = await fromA.post('/dashboard/login', { email: OWNER.email, password: 'wrong password ' + i });
+    assert.equal(r.res.status, 401);
+  }
+  const fromB = browser(c4, { 'x-forwarded-for': '198.51.100.7' });
+  await fromB.get('/dashboard/login');
+  const blocked = await fromB.post('/dashboard/login', OWNER);
+  assert.equal(blocked.res.status, 429, 'the email is throttled from any address');
+  assert.ok(Number(blocked.res.headers.get('retry-after')) > 0);
+  assert.match(blocked.text, /Too many sign-in attempts/);
+  assert.equal(fromB.jar.get('mailroom_session'), undefined);
+  const other = await fromA.post('/dashboard/login', { email: 'someone@example.com', password: 'x'.repeat(12) });
+  assert.equal(other.res.status, 429, 'the address is throttled for any email');
+});
+
+test('the Secure flag follows https from a trusted proxy only', async () => {
+  for (const [env, secure] of [[{ TRUST_PROXY: 'true' }, true], [{}, false]] as const) {
+    const c2 = await createTestContext({ env });
+    const b = browser(c2, { 'x-forwarded-proto': 'https' });
+    await signIn(b);
+    const b2 = browser(c2, { 'x-forwarded-proto': 'https' });
+    await b2.get('/dashboard/login');
+    const { res } = await b2.post('/dashboard/login', OWNER);
+    const cookie = res.headers.getSetCookie().find((c) => c.startsWith('mailroom_session='))!;
+    assert.equal(/;\s*Secure/.test(cookie), secure, `${JSON.stringify(env)}: ${cookie}`);
+    assert.match(cookie, /HttpOnly/);
+  }
+});
+
+test('signup rejects a short password and a bad email with the form again', async () => {
+  const c3 = await createTestContext();
+  const b = browser(c3);
+  await b.get('/dashboard/signup');
+  const short = await b.post('/dashboard/signup', { email: 'a@example.com', password: 'short' });
+  assert.equal(short.res.status, 422);
+  assert.match(short.text, /at least 12 characters/);
+  const bad = await b.post('/dashboard/signup', { email: 'not-an-email', password: OWNER.password });
+  assert.equal(bad.res.status, 422);
+  const [{ n }] = await c3.sql<[{ n: number }]>`select count(*)::int as n from owner_accounts`;
+  assert.equal(n, 0);
+});

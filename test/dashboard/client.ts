@@ -1,0 +1,59 @@
+import type { TestContext } from '../helpers/app.ts';
+
+/** A cookie-keeping client over `app.request()`, reading CSRF tokens out of pages like a browser would. */
+export function browser(ctx: TestContext, extraHeaders: Record<string, string> = {}) {
+  const jar = new Map<string, string>();
+  let csrf = '';
+  const remember = (res: Response) => {
+    for (const line of res.headers.getSetCookie()) {
+      const [pair] = line.split(';');
+      const i = pair!.indexOf('=');
+      const name = pair!.slice(0, i);
+      const value = pair!.slice(i + 1);
+      if (value === '' || /max-age=0/i.test(line)) jar.delete(name);
+      else jar.set(name, value);
+    }
+  };
+  const headers = () => ({ ...extraHeaders, cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; ') });
+  return {
+    jar,
+    get csrf() {
+      return csrf;
+    },
+    async get(path: string) {
+      const res = await ctx.app.request(path, { headers: headers() });
+      remember(res);
+      const text = await res.text();
+      const token = /name="_csrf" value="([^"]+)"/.exec(text);
+      if (token) csrf = token[1]!;
+      return { res, text };
+    },
+    /** A form POST; `_csrf` is the last page's token unless the fields say otherwise. */
+    async post(path: string, fields: Record<string, string> = {}, init: { headers?: Record<string, string> } = {}) {
+      const form = new URLSearchParams({ _csrf: csrf, ...fields });
+      if (fields._csrf === undefined && !csrf) form.delete('_csrf');
+      const res = await ctx.app.request(path, {
+        method: 'POST',
+        headers: { ...headers(), 'content-type': 'application/x-www-form-urlencoded', ...init.headers },
+        body: form.toString(),
+      });
+      remember(res);
+      const text = await res.text();
+      const token = /name="_csrf" value="([^"]+)"/.exec(text);
+      if (token) csrf = token[1]!;
+      return { res, text };
+    },
+  };
+}
+
+export type Browser = ReturnType<typeof browser>;
+
+export const OWNER = { email: 'owner@example.com', password: 'correct horse battery' };
+
+/** Signs up the owner (first run) or signs in, leaving the client with a session. */
+export async function signIn(b: Browser, owner = OWNER, mode: 'signup' | 'login' = 'signup') {
+  await b.get(`/dashboard/${mode}`);
+  const { res } = await b.post(`/dashboard/${mode}`, owner);
+  if (res.status !== 303) throw new Error(`${mode} answered ${res.status}`);
+  await b.get('/dashboard');
+}
