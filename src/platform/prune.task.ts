@@ -13,13 +13,16 @@ export const PRUNE_CRON: CronItem = {
   options: { backfillPeriod: 0 },
 };
 
-/** Hourly housekeeping of rows that only matter for a bounded time. Safe to run twice. */
+/** Hourly housekeeping of rows that only matter for a bounded time (keys, SNS ids, sessions). Safe to run twice. */
 export function pruneTask(deps: { sql: Sql; log: Logger }): Task {
   return async () => {
     const keys = await deps.sql`
       delete from idempotency_keys where created_at < now() - ${IDEMPOTENCY_TTL}::interval`;
     const sns = await deps.sql`
       delete from sns_messages where received_at < now() - ${SNS_MESSAGE_TTL}::interval`;
-    if (keys.count || sns.count) deps.log.info({ idempotencyKeys: keys.count, snsMessages: sns.count }, 'pruned expired rows');
+    const sessions = await deps.sql`delete from dashboard_sessions where expires_at < now()`;
+    if (keys.count || sns.count || sessions.count) {
+      deps.log.info({ idempotencyKeys: keys.count, snsMessages: sns.count, dashboardSessions: sessions.count }, 'pruned expired rows');
+    }
   };
 }

@@ -36,7 +36,9 @@ export async function startWorker(opts: {
   // Our own pool, so stopping the worker also closes its connections (runner.stop() leaves a
   // pool it created open), and a dropped connection is logged rather than crashing the process.
   const pgPool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.concurrency + 2, application_name: 'mailroom-worker' });
-  pgPool.on('error', (err) => log.warn({ err: err.message }, 'worker database connection lost'));
+  const lost = (err: Error) => log.warn({ err: err.message }, 'worker database connection lost');
+  pgPool.on('error', lost);
+  pgPool.on('connect', (client) => client.on('error', lost));
   const runner = await run({
     pgPool,
     concurrency: opts.concurrency,

@@ -7,7 +7,7 @@ import { newId } from '../../src/platform/ids.ts';
 
 const ctx = await createTestContext();
 
-test('maintenance__prune drops idempotency keys past 24 h and old SNS message ids, keeps fresh ones', async () => {
+test('maintenance__prune drops idempotency keys past 24 h, old SNS message ids and expired sessions, keeps fresh ones', async () => {
   const t = await ctx.tenant();
   for (const [key, age] of [['old', '25 hours'], ['fresh', '1 hour']] as const) {
     const id = newId('email');
@@ -16,6 +16,9 @@ test('maintenance__prune drops idempotency keys past 24 h and old SNS message id
       values (${t.projectId}, ${key}, ${Buffer.alloc(32)}, ${id}, now() - ${age}::interval)`;
   }
   await ctx.sql`insert into sns_messages (message_id, received_at) values ('old', now() - interval '15 days'), ('fresh', now())`;
+  await ctx.sql`insert into owner_accounts (id, email, password_hash) values ('usr_prune', 'o@x.test', 'x')`;
+  await ctx.sql`insert into dashboard_sessions (id, owner_id, csrf_secret, expires_at) values
+    ('expired', 'usr_prune', 's', now() - interval '1 minute'), ('live', 'usr_prune', 's', now() + interval '1 day')`;
   const run = pruneTask({ sql: ctx.sql, log: createLogger('silent') });
   await run({}, {} as never);
   await run({}, {} as never);
@@ -23,4 +26,6 @@ test('maintenance__prune drops idempotency keys past 24 h and old SNS message id
   assert.deepEqual(keys.map((k) => k.idempotencyKey), ['fresh']);
   const sns = await ctx.sql`select message_id from sns_messages`;
   assert.deepEqual(sns.map((m) => m.messageId), ['fresh']);
+  const sessions = await ctx.sql`select id from dashboard_sessions`;
+  assert.deepEqual(sessions.map((r) => r.id), ['live']);
 });
