@@ -26,11 +26,12 @@ async function endpointAt(path: string) {
 
 /** Routes by path so concurrent tests can script their own answers. */
 type Answer = { status: number; headers?: Record<string, string>; body?: string } | 'hang';
-const scripts = new Map<string, (n: number) => Answer>();
-receiver.respond((req, res) => {
+/** A script may answer later (a promise), to hold a request open while the test looks at the row. */
+const scripts = new Map<string, (n: number) => Answer | Promise<Answer>>();
+receiver.respond(async (req, res) => {
   const script = scripts.get(req.path);
   const n = receiver.requests.filter((r) => r.path === req.path).length;
-  const answer = script ? script(n) : { status: 200, body: 'ok' };
+  const answer = script ? await script(n) : { status: 200, body: 'ok' };
   if (answer === 'hang') return;
   res.writeHead(answer.status, { 'content-type': 'text/plain', ...answer.headers }).end(answer.body ?? '');
 });
@@ -171,13 +172,17 @@ describe('webhook delivery', { concurrency: true }, () => {
 
   test('a timeout is retried and recorded without a response status', async () => {
     const t = await endpointAt('/hangs');
-    // The first request is held open past the 2 s timeout the worker was given.
-    scripts.set('/hangs', (n) => (n === 1 ? 'hang' : { status: 200, body: 'ok' }));
+    // The first request is held open past the 2 s timeout the worker was given. The retry is
+    // held too, until the row has been seen between the attempts, so the check can't miss it.
+    let release = () => {};
+    const released = new Promise<void>((resolve) => { release = resolve; });
+    scripts.set('/hangs', (n) => (n === 1 ? 'hang' : released.then(() => ({ status: 200, body: 'ok' }))));
     await emitEvent(ctx.sql, t.projectId);
     const pending = await waitFor('the timed-out attempt', async () => {
       const [r] = await deliveriesFor(ctx.sql, t.endpoint.id);
       return r?.attemptCount === 1 && r;
     });
+    release();
     assert.equal(pending.status, 'pending');
     assert.equal(pending.error, 'timeout');
     assert.equal(pending.responseStatus, null);
