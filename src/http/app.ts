@@ -4,6 +4,7 @@ import { HTTPException } from 'hono/http-exception';
 import { requestId } from 'hono/request-id';
 import { ApiError, ValidationError, validationErrorFromZod } from './errors.ts';
 import { requireApiKey } from './auth.ts';
+import { keyUseRecorder } from '../keys/authenticate.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { registerHealthRoutes } from './health.ts';
 import { registerEmailRoutes } from '../emails/routes.ts';
@@ -53,7 +54,7 @@ export function createApp(deps: AppDeps) {
   app.route('/dashboard', createDashboard());
   app.get('/', (c) => c.redirect('/dashboard', 302));
 
-  const auth = requireApiKey();
+  const auth = requireApiKey(keyUseRecorder(deps.sql));
   app.use('/v1/*', async (c, next) => (c.req.path === '/v1/events/ses' ? next() : auth(c, next)));
 
   registerEmailRoutes(app);

@@ -1,19 +1,16 @@
 import type { MiddlewareHandler } from 'hono';
-import { safeEqual } from '../platform/crypto.ts';
-import { findActiveKeyByHash, touchKey } from '../keys/queries.ts';
-import { hashApiKey } from '../keys/service.ts';
+import { looksLikeApiKey, verifyApiKey, type AuthenticatedKey } from '../keys/authenticate.ts';
 import { ApiError } from './errors.ts';
 import { clientIp } from './client-ip.ts';
 import type { AppEnv } from './context.ts';
 
 const INVALID = 'Invalid or missing API key.';
 const FAILED_AUTH_PER_MINUTE = 60;
-const KEY_SHAPE = /^sk_[A-Za-z0-9_-]{43}$/;
 
 /** Parses `Authorization: Bearer sk_…`; anything else is treated exactly like a wrong key. */
 function bearerKey(header: string | undefined): string | undefined {
   const match = header?.match(/^Bearer\s+(\S+)\s*$/i);
-  return match && KEY_SHAPE.test(match[1]!) ? match[1] : undefined;
+  return match && looksLikeApiKey(match[1]) ? match[1] : undefined;
 }
 
 export function rateLimitHeaders(limit: number, remaining: number, resetSeconds: number): Record<string, string> {
@@ -28,14 +25,11 @@ export function rateLimitHeaders(limit: number, remaining: number, resetSeconds:
  * Authenticates the key, then charges the project's rate limit. Failed attempts are charged to
  * the client address instead, so guessing keys is slow and can't exhaust a project's budget.
  */
-export function requireApiKey(): MiddlewareHandler<AppEnv> {
-  const lastTouched = new Map<string, number>();
+export function requireApiKey(recordUse: (key: AuthenticatedKey) => Promise<void>): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const { sql, limiter, config } = c.var.deps;
-    const key = bearerKey(c.req.header('authorization'));
-    const presentedHash = key ? hashApiKey(key) : undefined;
-    const match = presentedHash ? await findActiveKeyByHash(sql, presentedHash) : undefined;
-    if (!match || !presentedHash || !safeEqual(match.keyHash, presentedHash)) {
+    const match = await verifyApiKey(sql, bearerKey(c.req.header('authorization')));
+    if (!match) {
       const ip = clientIp(c, config.trustProxy);
       const decision = await limiter.hit(`authfail:${ip}`, FAILED_AUTH_PER_MINUTE);
       if (!decision.allowed) {
@@ -55,14 +49,7 @@ export function requireApiKey(): MiddlewareHandler<AppEnv> {
       });
     }
 
-    // Skip the UPDATE entirely when this process wrote it within the minute; the SQL guard
-    // covers the other replicas.
-    const now = Date.now();
-    if ((lastTouched.get(match.id) ?? 0) < now - 60_000) {
-      lastTouched.set(match.id, now);
-      if (lastTouched.size > 10_000) lastTouched.clear();
-      await touchKey(sql, match.projectId, match.id);
-    }
+    await recordUse(match);
 
     c.set('projectId', match.projectId);
     c.set('keyId', match.id);

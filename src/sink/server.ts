@@ -1,11 +1,9 @@
 import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import type { Config } from '../platform/config.ts';
-import { safeEqual } from '../platform/crypto.ts';
 import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
-import { findActiveKeyByHash, touchKey } from '../keys/queries.ts';
-import { hashApiKey } from '../keys/service.ts';
+import { keyUseRecorder, looksLikeApiKey, verifyApiKey } from '../keys/authenticate.ts';
 import { recordSinkAddress, type SinkAddress } from './address.ts';
 import { isInternalSinkLogin, parseInternalEnvelopeId } from './internal-auth.ts';
 import { parseSinkMessage } from './parse.ts';
@@ -15,22 +13,15 @@ export type SinkDeps = { config: Config; sql: Sql; log: Logger };
 export type SinkServer = SinkAddress & { close(): Promise<void> };
 type SinkUser = { kind: 'key'; projectId: string } | { kind: 'internal' };
 
-const KEY_SHAPE = /^sk_[A-Za-z0-9_-]{43}$/;
-
 const smtpError = (responseCode: number, message: string) => Object.assign(new Error(message), { responseCode });
 
 /** An API key logs in as its project (any username); the worker logs in with its internal login. */
-async function authenticate(deps: SinkDeps, touched: Map<string, number>, user: string, pass: string): Promise<SinkUser | undefined> {
-  if (!KEY_SHAPE.test(pass)) return isInternalSinkLogin(deps.config.secretKey, user, pass) ? { kind: 'internal' } : undefined;
-  const hash = hashApiKey(pass);
-  const key = await findActiveKeyByHash(deps.sql, hash);
-  if (!key || !safeEqual(key.keyHash, hash)) return undefined;
-  // Same once-a-minute bookkeeping as the HTTP middleware, so a key used only over SMTP shows as used.
-  if ((touched.get(key.id) ?? 0) < Date.now() - 60_000) {
-    touched.set(key.id, Date.now());
-    if (touched.size > 10_000) touched.clear();
-    await touchKey(deps.sql, key.projectId, key.id);
-  }
+async function authenticate(deps: SinkDeps, recordUse: ReturnType<typeof keyUseRecorder>, user: string, pass: string): Promise<SinkUser | undefined> {
+  if (!looksLikeApiKey(pass)) return isInternalSinkLogin(deps.config.secretKey, user, pass) ? { kind: 'internal' } : undefined;
+  const key = await verifyApiKey(deps.sql, pass);
+  if (!key) return undefined;
+  // A key used only over SMTP shows as used, the same as over HTTP.
+  await recordUse(key);
   return { kind: 'key', projectId: key.projectId };
 }
 
@@ -76,7 +67,7 @@ async function catchMessage(deps: SinkDeps, stream: SMTPServerDataStream, sessio
  */
 export async function startSinkServer(deps: SinkDeps): Promise<SinkServer> {
   const { config, log } = deps;
-  const touched = new Map<string, number>();
+  const recordUse = keyUseRecorder(deps.sql);
   const server = new SMTPServer({
     banner: 'Mailroom sink',
     authMethods: ['PLAIN', 'LOGIN'],
@@ -90,7 +81,7 @@ export async function startSinkServer(deps: SinkDeps): Promise<SinkServer> {
     logger: false,
     closeTimeout: 3_000,
     onAuth(auth, _session, callback) {
-      authenticate(deps, touched, auth.username ?? '', auth.password ?? '').then(
+      authenticate(deps, recordUse, auth.username ?? '', auth.password ?? '').then(
         (user) => (user ? callback(null, { user }) : callback(smtpError(535, 'Error: Authentication credentials invalid'))),
         (err: Error) => {
           log.error({ err }, 'sink authentication failed unexpectedly');

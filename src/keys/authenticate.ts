@@ -1,0 +1,40 @@
+import type { Sql } from '../platform/db.ts';
+import { safeEqual } from '../platform/crypto.ts';
+import { findActiveKeyByHash, touchKey } from './queries.ts';
+import { hashApiKey } from './service.ts';
+
+const KEY_SHAPE = /^sk_[A-Za-z0-9_-]{43}$/;
+
+export type AuthenticatedKey = { id: string; projectId: string };
+
+/** Whether a string has the shape of an API key; anything else is never looked up. */
+export function looksLikeApiKey(value: string | undefined): value is string {
+  return value !== undefined && KEY_SHAPE.test(value);
+}
+
+/**
+ * The active key presented, found by its SHA-256 and compared in constant time, or undefined
+ * for a malformed, unknown or revoked key alike. Shared by the API and the SMTP sink.
+ */
+export async function verifyApiKey(sql: Sql, presented: string | undefined): Promise<AuthenticatedKey | undefined> {
+  if (!looksLikeApiKey(presented)) return undefined;
+  const hash = hashApiKey(presented);
+  const match = await findActiveKeyByHash(sql, hash);
+  if (!match || !safeEqual(match.keyHash, hash)) return undefined;
+  return { id: match.id, projectId: match.projectId };
+}
+
+/**
+ * Records a key's use for `last_used_at`, skipping the UPDATE when this process wrote it within
+ * the minute; the SQL guard in `touchKey` covers the other replicas.
+ */
+export function keyUseRecorder(sql: Sql) {
+  const lastTouched = new Map<string, number>();
+  return async (key: AuthenticatedKey) => {
+    const now = Date.now();
+    if ((lastTouched.get(key.id) ?? 0) >= now - 60_000) return;
+    lastTouched.set(key.id, now);
+    if (lastTouched.size > 10_000) lastTouched.clear();
+    await touchKey(sql, key.projectId, key.id);
+  };
+}
