@@ -4,7 +4,7 @@ import { createSql, type Sql } from '../src/platform/db.ts';
 import { newId } from '../src/platform/ids.ts';
 import { createProject } from '../src/projects/service.ts';
 import { insertQueuedEmail } from '../src/emails/queries.ts';
-import { QUICK, ratio, round, spawnMailroom, waitUntil, type BenchContext, type BenchResult } from './support.ts';
+import { QUICK, ratio, round, waitUntil, withWorker, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * Emails from `queued` to `sent` through the built-in sink (a project with no provider
@@ -78,15 +78,10 @@ export async function drain(ctx: BenchContext): Promise<BenchResult> {
   const sql = createSql(ctx.databaseUrl, { max: 2 });
   try {
     const project = await createProject(sql, 'bench drain');
-    const worker = spawnMailroom('src/worker.ts', { ...ctx.env, SINK_SMTP_PORT: '0', WORKER_CONCURRENCY: String(CONCURRENCY) });
-    let seconds: number;
-    try {
-      await worker.logLine('worker running');
+    const seconds = await withWorker({ ...ctx.env, SINK_SMTP_PORT: '0', WORKER_CONCURRENCY: String(CONCURRENCY) }, async () => {
       await timeDrain(sql, project.id, WARMUP, WARMUP);
-      seconds = await timeDrain(sql, project.id, EMAILS, WARMUP + EMAILS);
-    } finally {
-      await worker.stop();
-    }
+      return timeDrain(sql, project.id, EMAILS, WARMUP + EMAILS);
+    });
     const [{ caught }] = await sql<[{ caught: number }]>`select count(*)::int as caught from sink_messages where project_id = ${project.id}`;
     if (caught !== WARMUP + EMAILS) throw new Error(`the sink caught ${caught} messages, expected ${WARMUP + EMAILS}`);
 

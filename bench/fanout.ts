@@ -5,7 +5,7 @@ import { newId } from '../src/platform/ids.ts';
 import { createProject } from '../src/projects/service.ts';
 import { recordEvent } from '../src/events/record.ts';
 import { createEndpoint } from '../src/webhooks/service.ts';
-import { QUICK, ratio, round, spawnMailroom, waitUntil, type BenchContext, type BenchResult } from './support.ts';
+import { QUICK, ratio, round, spawnMailroom, waitUntil, withWorker, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * Webhook deliveries per second from one worker process (default concurrency) to a local HTTP
@@ -81,15 +81,10 @@ export async function fanout(ctx: BenchContext): Promise<BenchResult> {
     const project = await createProject(sql, 'bench fanout');
     await createEndpoint(sql, config, project.id, `${url}/hook`);
 
-    const worker = spawnMailroom('src/worker.ts', env);
-    let seconds: number;
-    try {
-      await worker.logLine('worker running');
+    const seconds = await withWorker(env, async () => {
       await timeDeliveries(sql, project.id, WARMUP, WARMUP);
-      seconds = await timeDeliveries(sql, project.id, EVENTS, WARMUP + EVENTS);
-    } finally {
-      await worker.stop();
-    }
+      return timeDeliveries(sql, project.id, EVENTS, WARMUP + EVENTS);
+    });
 
     await bareLoop(url, WARMUP);
     const ceiling = CEILING_REQUESTS / (await bareLoop(url, CEILING_REQUESTS));

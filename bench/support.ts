@@ -95,6 +95,17 @@ export function spawnMailroom(entry: string, env: Record<string, string>): Servi
 }
 
 /** Peak resident set size (VmHWM) of a running process, in MiB. */
+/** A worker process for the length of `measure`: started, waited for, and always stopped. */
+export async function withWorker<T>(env: Record<string, string>, measure: () => Promise<T>): Promise<T> {
+  const worker = spawnMailroom('src/worker.ts', env);
+  try {
+    await worker.logLine('worker running');
+    return await measure();
+  } finally {
+    await worker.stop();
+  }
+}
+
 export function peakRssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = Number(/^VmHWM:\s+(\d+)\s+kB/m.exec(status)?.[1] ?? NaN);
