@@ -43,8 +43,15 @@ export async function insertQueuedEmail(tx: TxSql, e: NewEmail) {
     values (${e.id}, ${e.projectId}, 'queued', ${e.from}, ${e.to}::text[], ${e.cc}::text[], ${e.bcc}::text[],
             ${e.replyTo}::text[], ${e.subject}, ${e.html}, ${e.text}, ${tx.json(e.headers)},
             ${tx.json(e.attachments.map((a) => ({ filename: a.filename, content_type: a.contentType, content: a.content })))})`;
-  await tx`
-    select graphile_worker.add_job('email__send',
-      json_build_object('email_id', ${e.id}::text, 'project_id', ${e.projectId}::text),
-      max_attempts := 25, job_key := ${e.id}::text)`;
+  await tx`select ${sendJob(tx, e.id, e.projectId)}`;
+}
+
+/**
+ * The `email__send` job, keyed by the email so a re-enqueue replaces a waiting one. Its own
+ * attempts only cover crashes; provider retries are rescheduled by the task (send.task.ts).
+ */
+export function sendJob(sql: Sql | TxSql, emailId: string, projectId: string, delayMs = 0) {
+  return sql`graphile_worker.add_job('email__send',
+    json_build_object('email_id', ${emailId}::text, 'project_id', ${projectId}::text),
+    run_at := now() + ${delayMs} * interval '1 millisecond', max_attempts := 25, job_key := ${emailId}::text)`;
 }

@@ -4,6 +4,7 @@ import type { WorkerDeps } from '../tasks.ts';
 import type { Sql } from '../platform/db.ts';
 import { recordEvent } from '../events/record.ts';
 import { composeMime } from './compose.ts';
+import { sendJob } from './queries.ts';
 import { getProviderConnection, type ProviderConnection } from '../providers/connections.ts';
 import { sendWithSes } from '../providers/ses.ts';
 import { sendToSink } from '../providers/sink-transport.ts';
@@ -143,11 +144,7 @@ async function requeue(sql: Sql, email: Claimed, delayMs: number) {
     await tx`
       update emails set status = 'queued', updated_at = now()
       where id = ${email.id} and project_id = ${email.projectId} and status = 'sending'`;
-    await tx`
-      select graphile_worker.add_job('email__send',
-        json_build_object('email_id', ${email.id}::text, 'project_id', ${email.projectId}::text),
-        run_at := now() + ${delayMs} * interval '1 millisecond',
-        max_attempts := 25, job_key := ${email.id}::text)`;
+    await tx`select ${sendJob(tx, email.id, email.projectId, delayMs)}`;
   });
 }
 

@@ -1,5 +1,6 @@
 import type { TxSql } from '../platform/db.ts';
 import { newId } from '../platform/ids.ts';
+import { deliverJob } from '../webhooks/queries.ts';
 
 export const EVENT_TYPES = [
   'email.sent',
@@ -39,10 +40,7 @@ export async function recordEvent(tx: TxSql, event: NewEvent): Promise<string | 
     await tx`
       insert into webhook_deliveries (id, project_id, endpoint_id, event_id, next_attempt_at)
       values (${deliveryId}, ${event.projectId}, ${endpoint.id}, ${row.id}, now())`;
-    await tx`
-      select graphile_worker.add_job('webhook__deliver',
-        json_build_object('delivery_id', ${deliveryId}::text, 'project_id', ${event.projectId}::text),
-        job_key := ${deliveryId}::text, max_attempts := 3)`;
+    await tx`select ${deliverJob(tx, deliveryId, event.projectId)}`;
   }
   return row.id;
 }

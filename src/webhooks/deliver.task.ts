@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
+import { deliverJob } from './queries.ts';
 import { openSecret } from './secret.ts';
 import { signWebhook } from './sign.ts';
 import { AUTO_DISABLE_AFTER, decideOutcome, type Outcome } from './outcome.ts';
@@ -46,11 +47,7 @@ async function loadAttempt(sql: Sql, projectId: string, deliveryId: string) {
  */
 function followUp(sql: Sql, a: Attempt, outcome: Outcome, attempted: boolean) {
   if (outcome.status === 'pending') {
-    return sql`
-      select graphile_worker.add_job('webhook__deliver',
-        json_build_object('delivery_id', ${a.id}::text, 'project_id', ${a.projectId}::text),
-        run_at := ${outcome.runAt}::timestamptz, job_key := ${a.id}::text, max_attempts := 3)
-      from settled`;
+    return sql`select ${deliverJob(sql, a.id, a.projectId, outcome.runAt)} from settled`;
   }
   if (outcome.status === 'delivered') {
     return sql`

@@ -1,4 +1,4 @@
-import type { Sql } from '../platform/db.ts';
+import type { Sql, TxSql } from '../platform/db.ts';
 import type { DeliveryRow, EndpointRow } from './schemas.ts';
 
 export async function listEndpoints(sql: Sql, projectId: string) {
@@ -65,4 +65,14 @@ export async function getSealedSecret(sql: Sql, projectId: string, endpointId: s
   const [row] = await sql<[{ secretEncrypted: Buffer }?]>`
     select secret_encrypted from webhook_endpoints where id = ${endpointId} and project_id = ${projectId}`;
   return row?.secretEncrypted;
+}
+
+/**
+ * The `webhook__deliver` job for one delivery, keyed by it so a reschedule replaces the waiting
+ * one. Its own attempts only cover crashes; the backoff is the task's (deliver.task.ts).
+ */
+export function deliverJob(sql: Sql | TxSql, deliveryId: string, projectId: string, runAt: Date | null = null) {
+  return sql`graphile_worker.add_job('webhook__deliver',
+    json_build_object('delivery_id', ${deliveryId}::text, 'project_id', ${projectId}::text),
+    run_at := coalesce(${runAt}::timestamptz, now()), job_key := ${deliveryId}::text, max_attempts := 3)`;
 }
