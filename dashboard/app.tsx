@@ -1,5 +1,6 @@
 import { Hono, type MiddlewareHandler } from 'hono';
-import { ServiceError, getProject } from '../src/projects/service.ts';
+import { getProject } from '../src/projects/service.ts';
+import { ServiceError } from '../src/platform/errors.ts';
 import { csrfValid, provideCsrf } from './csrf.ts';
 import { BASE, type DashEnv } from './env.ts';
 import { errorPage } from './render.tsx';
@@ -71,9 +72,9 @@ export function createDashboard() {
   app.all('*', (c) => errorPage(c, 404, 'Not found', 'There is no such page.'));
 
   app.onError((err, c) => {
-    // Service messages are written for the operator; "not found" ones come from ids in the URL.
+    // Service messages are written for the operator; not_found ones come from ids in the URL.
     if (err instanceof ServiceError) {
-      return /not found/.test(err.message) ? errorPage(c, 404, 'Not found', err.message) : errorPage(c, 422, 'Could not do that', err.message);
+      return err.code === 'not_found' ? errorPage(c, 404, 'Not found', err.message) : errorPage(c, 422, 'Could not do that', err.message);
     }
     c.var.deps.log.error({ err, requestId: c.var.requestId, path: c.req.path }, 'dashboard error');
     return c.html('<!doctype html><title>Error</title><p>Something went wrong. The error was logged.</p>', 500);

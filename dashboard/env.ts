@@ -1,6 +1,9 @@
 import type { AppEnv } from '../src/http/context.ts';
 import type { Project } from '../src/projects/service.ts';
-import type { Session } from './session.ts';
+
+/** A signed-in owner's session, as loaded from its cookie. */
+export type Session = { id: string; ownerId: string; email: string; csrfSecret: string };
+
 
 export type DashEnv = {
   Variables: AppEnv['Variables'] & {

@@ -1,14 +1,13 @@
 import type { Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { isHttps } from '../src/http/client-ip.ts';
-import type { DashEnv } from './env.ts';
+import type { DashEnv, Session } from './env.ts';
 import { randomBase64url, sha256 } from '../src/platform/crypto.ts';
 import type { Sql } from '../src/platform/db.ts';
 
 export const SESSION_COOKIE = 'mailroom_session';
 const SESSION_DAYS = 14;
 
-export type Session = { id: string; ownerId: string; email: string; csrfSecret: string };
 
 /** Only a hash of the token is stored, so a leaked table can't be replayed as cookies. */
 function sessionId(token: string): string {

@@ -1,7 +1,7 @@
 import { ConfigError, loadConfig, usesDevDatabase } from './platform/config.ts';
 import { createSql, type Sql } from './platform/db.ts';
 import { devSecretKey, startDevDatabase } from './platform/embedded-db.ts';
-import { ServiceError } from './projects/service.ts';
+import { ServiceError } from './platform/errors.ts';
 import { resolveCommand } from './commands.ts';
 
 /** One JSON object on stdout; on error one line on stderr and exit 1. */

@@ -2,7 +2,8 @@ import { parseArgs } from 'node:util';
 import type { Config } from './platform/config.ts';
 import type { Sql } from './platform/db.ts';
 import { migrateDatabase } from './platform/migrate.ts';
-import { createProject, ServiceError } from './projects/service.ts';
+import { createProject } from './projects/service.ts';
+import { ServiceError } from './platform/errors.ts';
 import { createApiKey, revokeApiKey } from './keys/service.ts';
 import { connectProvider, disconnectProvider } from './providers/connections.ts';
 import { addDomain, checkDomain } from './domains/service.ts';
@@ -21,7 +22,7 @@ type Command = {
 /** Reads a required option or fails with the usage line. */
 export function required(values: Record<string, unknown>, name: string, usage: string): string {
   const v = values[name];
-  if (typeof v !== 'string' || v === '') throw new ServiceError(`--${name} is required: ${usage}`);
+  if (typeof v !== 'string' || v === '') throw new ServiceError('invalid_input', `--${name} is required: ${usage}`);
   return v;
 }
 
@@ -53,7 +54,7 @@ export const COMMANDS: Record<string, Command> = {
   'key revoke': {
     usage: 'key revoke KEY_ID',
     async run(ctx, _v, args) {
-      if (!args[0]) throw new ServiceError(`KEY_ID is required: ${this.usage}`);
+      if (!args[0]) throw new ServiceError('invalid_input', `KEY_ID is required: ${this.usage}`);
       const k = await revokeApiKey(ctx.sql(), args[0]);
       return { id: k.id, revoked_at: k.revokedAt!.toISOString() };
     },
@@ -72,7 +73,7 @@ export const COMMANDS: Record<string, Command> = {
   'domain check': {
     usage: 'domain check DOMAIN_ID',
     async run(ctx, _v, args) {
-      if (!args[0]) throw new ServiceError(`DOMAIN_ID is required: ${this.usage}`);
+      if (!args[0]) throw new ServiceError('invalid_input', `DOMAIN_ID is required: ${this.usage}`);
       return toDomainResponse(await checkDomain(ctx.sql(), ctx.config, args[0]));
     },
   },
@@ -89,8 +90,8 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'webhook update WH_ID [--url URL] [--enable | --disable]',
     options: { url: { type: 'string' }, enable: { type: 'boolean' }, disable: { type: 'boolean' } },
     async run(ctx, v, args) {
-      if (!args[0]) throw new ServiceError(`WH_ID is required: ${this.usage}`);
-      if (v.enable && v.disable) throw new ServiceError(`--enable and --disable exclude each other: ${this.usage}`);
+      if (!args[0]) throw new ServiceError('invalid_input', `WH_ID is required: ${this.usage}`);
+      if (v.enable && v.disable) throw new ServiceError('invalid_input', `--enable and --disable exclude each other: ${this.usage}`);
       const enabled = v.enable ? true : v.disable ? false : undefined;
       return toEndpointResponse(await updateEndpoint(ctx.sql(), ctx.config, undefined, args[0], { url: v.url as string | undefined, enabled }));
     },
@@ -133,8 +134,8 @@ export function resolveCommand(argv: string[]) {
       const { values, positionals } = parseArgs({ args: argv.slice(words), options: command.options ?? {}, allowPositionals: true, strict: true });
       return { name, command, values: values as Record<string, string | boolean | undefined>, positionals };
     } catch (err) {
-      throw new ServiceError(`${(err as Error).message.split('\n')[0]}; usage: ${command.usage}`);
+      throw new ServiceError('invalid_input', `${(err as Error).message.split('\n')[0]}; usage: ${command.usage}`);
     }
   }
-  throw new ServiceError(`unknown command "${argv.join(' ')}"; commands: ${Object.values(COMMANDS).map((c) => c.usage.split(' --')[0]).join(', ')}`);
+  throw new ServiceError('invalid_input', `unknown command "${argv.join(' ')}"; commands: ${Object.values(COMMANDS).map((c) => c.usage.split(' --')[0]).join(', ')}`);
 }

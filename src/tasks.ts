@@ -1,7 +1,5 @@
 import type { CronItem, TaskList } from 'graphile-worker';
-import type { Config } from './platform/config.ts';
-import type { Sql } from './platform/db.ts';
-import type { Logger } from './platform/log.ts';
+import type { WorkerDeps } from './interfaces.ts';
 import { domainCheckTask } from './domains/check.task.ts';
 import { DOMAIN_RECHECK_CRON, domainRecheckTask } from './domains/recheck.task.ts';
 import { emailSendTask } from './emails/send.task.ts';
@@ -10,15 +8,6 @@ import { startSqsPolling } from './events/sqs-poll.ts';
 import { startSinkServer } from './sink/server.ts';
 import { closeSinkTransports } from './providers/sink-transport.ts';
 import { webhookDeliverTask } from './webhooks/deliver.task.ts';
-import type { WebhookTransportOverrides } from './webhooks/transport.ts';
-
-export type WorkerDeps = {
-  config: Config;
-  sql: Sql;
-  log: Logger;
-  /** Tests only: an extra trusted CA, a fake resolver, a shorter timeout for webhook delivery. */
-  webhooks?: WebhookTransportOverrides;
-};
 
 /** Every graphile-worker task, named `noun__verb`, one file each in its capability folder. */
 export function buildTaskList(deps: WorkerDeps): TaskList {

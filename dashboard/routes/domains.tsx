@@ -2,7 +2,7 @@ import type { Hono } from 'hono';
 import { listEmails } from '../../src/emails/queries.ts';
 import { listDomains } from '../../src/domains/queries.ts';
 import { addDomain, checkDomain } from '../../src/domains/service.ts';
-import { ServiceError } from '../../src/projects/service.ts';
+import { ServiceError } from '../../src/platform/errors.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { DomainsPage } from '../pages/domains.tsx';
 import { EmailsPage } from '../pages/emails.tsx';

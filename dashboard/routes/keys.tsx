@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import { listKeys } from '../../src/keys/queries.ts';
 import { createApiKey, revokeApiKey } from '../../src/keys/service.ts';
-import { ServiceError } from '../../src/projects/service.ts';
+import { ServiceError } from '../../src/platform/errors.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { KeyCreatedPage, KeysPage } from '../pages/keys.tsx';
 import { base, field, render } from '../render.tsx';

@@ -1,6 +1,7 @@
 import type { Hono } from 'hono';
 import type { Sql } from '../../src/platform/db.ts';
-import { createProject, ServiceError, type Project } from '../../src/projects/service.ts';
+import { createProject, type Project } from '../../src/projects/service.ts';
+import { ServiceError } from '../../src/platform/errors.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { ProjectsPage } from '../pages/projects.tsx';
 import { field, render } from '../render.tsx';

@@ -1,5 +1,5 @@
 import type { Context, Hono } from 'hono';
-import { ServiceError } from '../../src/projects/service.ts';
+import { ServiceError } from '../../src/platform/errors.ts';
 import { getEndpoint, listEndpoints } from '../../src/webhooks/queries.ts';
 import { createEndpoint, getEndpointSecret, updateEndpoint } from '../../src/webhooks/service.ts';
 import { BASE, type DashEnv } from '../env.ts';

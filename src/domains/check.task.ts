@@ -1,7 +1,7 @@
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
-import { ServiceError } from '../projects/service.ts';
-import type { WorkerDeps } from '../tasks.ts';
+import { ServiceError } from '../platform/errors.ts';
+import type { WorkerDeps } from '../interfaces.ts';
 import { checkDomain } from './service.ts';
 
 export const DomainCheckPayload = z.object({ domainId: z.string().min(1), projectId: z.string().min(1) });

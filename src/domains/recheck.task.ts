@@ -1,7 +1,7 @@
 import type { CronItem, Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { Sql } from '../platform/db.ts';
-import type { WorkerDeps } from '../tasks.ts';
+import type { WorkerDeps } from '../interfaces.ts';
 
 /** Settled statuses need only a daily look; the rest change as soon as DNS propagates. */
 const SETTLED = ['success', 'failed'];

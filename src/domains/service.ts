@@ -1,7 +1,8 @@
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
 import { newId } from '../platform/ids.ts';
-import { requireProject, ServiceError } from '../projects/service.ts';
+import { requireProject } from '../projects/service.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { getProviderConnection } from '../providers/connections.ts';
 import { sesClientFor } from '../providers/ses-client.ts';
 import { normaliseDomainName, normaliseMailFrom, normaliseRegion } from './names.ts';
@@ -14,7 +15,7 @@ export type AddDomainOptions = { region?: string; mailFrom?: string };
 
 async function requireConnection(sql: Sql, config: Config, projectId: string) {
   const conn = await getProviderConnection(sql, config, projectId);
-  if (!conn) throw new ServiceError(`project ${projectId} has no SES connection; run \`provider connect\` first (domains are verified with SES)`);
+  if (!conn) throw new ServiceError('not_configured', `project ${projectId} has no SES connection; run \`provider connect\` first (domains are verified with SES)`);
   return conn;
 }
 
@@ -28,7 +29,7 @@ export async function addDomain(sql: Sql, config: Config, projectId: string, nam
   const value = normaliseDomainName(name);
   const mailFrom = options.mailFrom ? normaliseMailFrom(options.mailFrom, value) : undefined;
   await requireProject(sql, projectId);
-  if (await q.domainExists(sql, projectId, value)) throw new ServiceError(`domain ${value} is already in project ${projectId}`);
+  if (await q.domainExists(sql, projectId, value)) throw new ServiceError('conflict', `domain ${value} is already in project ${projectId}`);
   const conn = await requireConnection(sql, config, projectId);
   const region = options.region ? normaliseRegion(options.region) : conn.region;
   const client = sesClientFor(config, conn, region);
@@ -44,7 +45,7 @@ export async function addDomain(sql: Sql, config: Config, projectId: string, nam
     // An adopted identity was just read from SES, so it counts as checked.
     return await q.insertDomain(sql, { id: newId('domain'), projectId, value, region, checked: adopted, ...stored });
   } catch (err) {
-    if ((err as { code?: string }).code === '23505') throw new ServiceError(`domain ${value} is already in project ${projectId}`);
+    if ((err as { code?: string }).code === '23505') throw new ServiceError('conflict', `domain ${value} is already in project ${projectId}`);
     throw err;
   }
 }
@@ -63,7 +64,7 @@ const FIELDS = [
 export async function checkDomain(sql: Sql, config: Config, domainId: string, projectId?: string): Promise<DomainRow> {
   const owner = projectId ?? (await q.findDomainProject(sql, domainId));
   const domain = owner ? await q.findDomain(sql, owner, domainId) : undefined;
-  if (!owner || !domain) throw new ServiceError(`domain ${domainId} not found`);
+  if (!owner || !domain) throw new ServiceError('not_found', `domain ${domainId} not found`);
   const conn = await requireConnection(sql, config, owner);
   const found = await getIdentity(sesClientFor(config, conn, domain.region), domain.value);
   // SES no longer has the identity (deleted in the console): nothing is being verified.
@@ -83,6 +84,6 @@ export async function checkDomain(sql: Sql, config: Config, domainId: string, pr
     await q.recordCheck(tx, owner, domainId, state, changes);
   });
   const updated = await q.findDomain(sql, owner, domainId);
-  if (!updated) throw new ServiceError(`domain ${domainId} not found`);
+  if (!updated) throw new ServiceError('not_found', `domain ${domainId} not found`);
   return updated;
 }

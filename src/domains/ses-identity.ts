@@ -4,11 +4,13 @@ import {
   PutEmailIdentityMailFromAttributesCommand,
   type SESv2Client,
 } from '@aws-sdk/client-sesv2';
-import { ServiceError } from '../projects/service.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { identityState, type IdentityState } from './status.ts';
 
 /** SES refused or could not be reached. The re-check logs it and tries again at the next tick. */
-export class DomainProviderError extends ServiceError {}
+export class DomainProviderError extends ServiceError {
+  constructor(message: string) { super('provider_error', message); }
+}
 
 function providerError(op: string, name: string, err: unknown): DomainProviderError {
   const e = err as { name?: string; message?: string; code?: string };

@@ -1,6 +1,6 @@
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
-import type { WorkerDeps } from '../tasks.ts';
+import type { WorkerDeps } from '../interfaces.ts';
 import type { Sql } from '../platform/db.ts';
 import { recordEvent } from '../events/record.ts';
 import { composeMime } from './compose.ts';

@@ -1,7 +1,8 @@
 import type { Sql } from '../platform/db.ts';
 import { randomBase64url, sha256 } from '../platform/crypto.ts';
 import { newId } from '../platform/ids.ts';
-import { requireProject, ServiceError } from '../projects/service.ts';
+import { requireProject } from '../projects/service.ts';
+import { ServiceError } from '../platform/errors.ts';
 import * as q from './queries.ts';
 
 export const KEY_PREFIX_LENGTH = 12;
@@ -18,7 +19,7 @@ export function hashApiKey(key: string): Buffer {
 export async function createApiKey(sql: Sql, projectId: string, name: string) {
   await requireProject(sql, projectId);
   const trimmed = name.trim();
-  if (!trimmed || trimmed.length > 200) throw new ServiceError('key name must be 1 to 200 characters');
+  if (!trimmed || trimmed.length > 200) throw new ServiceError('invalid_input', 'key name must be 1 to 200 characters');
   const key = generateApiKey();
   const row = await q.insertKey(sql, {
     id: newId('key'),
@@ -34,6 +35,6 @@ export async function createApiKey(sql: Sql, projectId: string, name: string) {
 export async function revokeApiKey(sql: Sql, keyId: string, projectId?: string) {
   const owner = projectId ?? (await q.findKeyProject(sql, keyId));
   const row = owner ? await q.revokeKey(sql, owner, keyId) : undefined;
-  if (!row) throw new ServiceError(`key ${keyId} not found`);
+  if (!row) throw new ServiceError('not_found', `key ${keyId} not found`);
   return row;
 }

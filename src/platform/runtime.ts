@@ -9,7 +9,8 @@ import { onShutdown } from './shutdown.ts';
 import { startWorker } from './worker.ts';
 import { createApp } from '../http/app.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
-import { buildCrontab, buildTaskList, startWorkerServices, type WorkerDeps } from '../tasks.ts';
+import { buildCrontab, buildTaskList, startWorkerServices } from '../tasks.ts';
+import type { WorkerDeps } from '../interfaces.ts';
 
 export type Role = 'api' | 'worker' | 'all';
 

@@ -1,13 +1,13 @@
 import type { Sql } from '../platform/db.ts';
 import { newId } from '../platform/ids.ts';
+import { ServiceError } from '../platform/errors.ts';
 
 export type Project = { id: string; name: string; createdAt: Date };
 
-export class ServiceError extends Error {}
 
 export async function createProject(sql: Sql, name: string): Promise<Project> {
   const trimmed = name.trim();
-  if (!trimmed || trimmed.length > 200) throw new ServiceError('project name must be 1 to 200 characters');
+  if (!trimmed || trimmed.length > 200) throw new ServiceError('invalid_input', 'project name must be 1 to 200 characters');
   const [project] = await sql<Project[]>`
     insert into projects (id, name) values (${newId('project')}, ${trimmed})
     returning id, name, created_at`;
@@ -22,6 +22,6 @@ export async function getProject(sql: Sql, projectId: string): Promise<Project |
 /** Raises when the project does not exist, so CLI and dashboard callers get a clear message. */
 export async function requireProject(sql: Sql, projectId: string): Promise<Project> {
   const project = await getProject(sql, projectId);
-  if (!project) throw new ServiceError(`project ${projectId} not found`);
+  if (!project) throw new ServiceError('not_found', `project ${projectId} not found`);
   return project;
 }

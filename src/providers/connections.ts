@@ -1,7 +1,8 @@
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
 import { decrypt, deriveKey, encrypt } from '../platform/crypto.ts';
-import { requireProject, ServiceError } from '../projects/service.ts';
+import { requireProject } from '../projects/service.ts';
+import { ServiceError } from '../platform/errors.ts';
 
 export type ProviderConnection = {
   projectId: string;
@@ -37,10 +38,10 @@ function reveal(config: Config, row: ConnectionRow): ProviderConnection {
 /** Stores (or replaces) the project's SES connection; the secret is sealed with AES-256-GCM. */
 export async function connectProvider(sql: Sql, config: Config, input: ConnectInput) {
   await requireProject(sql, input.projectId);
-  if (!REGION.test(input.region)) throw new ServiceError(`region "${input.region}" is not an AWS region such as us-east-1`);
-  if (!input.accessKeyId.trim() || !input.secretAccessKey.trim()) throw new ServiceError('access key id and secret access key are required');
-  if (input.eventsQueueUrl && !/^https?:\/\//.test(input.eventsQueueUrl)) throw new ServiceError('events queue URL must be an http(s) SQS queue URL');
-  if (input.snsTopicArn && !/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]+$/.test(input.snsTopicArn)) throw new ServiceError('SNS topic ARN must look like arn:aws:sns:REGION:ACCOUNT:NAME');
+  if (!REGION.test(input.region)) throw new ServiceError('invalid_input', `region "${input.region}" is not an AWS region such as us-east-1`);
+  if (!input.accessKeyId.trim() || !input.secretAccessKey.trim()) throw new ServiceError('invalid_input', 'access key id and secret access key are required');
+  if (input.eventsQueueUrl && !/^https?:\/\//.test(input.eventsQueueUrl)) throw new ServiceError('invalid_input', 'events queue URL must be an http(s) SQS queue URL');
+  if (input.snsTopicArn && !/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]+$/.test(input.snsTopicArn)) throw new ServiceError('invalid_input', 'SNS topic ARN must look like arn:aws:sns:REGION:ACCOUNT:NAME');
   const sealed = encrypt(deriveKey(config.secretKey, 'provider-credentials'), input.secretAccessKey.trim());
   await sql`
     insert into provider_connections (project_id, region, access_key_id, secret_access_key_encrypted,

@@ -2,7 +2,7 @@ import { promises as dns, type LookupAddress } from 'node:dns';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { Config } from '../platform/config.ts';
-import { ServiceError } from '../projects/service.ts';
+import { ServiceError } from '../platform/errors.ts';
 
 /**
  * Spec §6.4: where webhooks may go. The rules apply to the resolved address, never to the URL
@@ -29,7 +29,9 @@ export function destinationPolicy(config: Pick<Config, 'development' | 'webhookA
 }
 
 /** The message is for the operator registering the endpoint; deliveries record only `destination_blocked`. */
-export class DestinationError extends ServiceError {}
+export class DestinationError extends ServiceError {
+  constructor(message: string) { super('destination_refused', message); }
+}
 
 const MAX_URL_LENGTH = 2048;
 

@@ -1,7 +1,8 @@
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
 import { newId } from '../platform/ids.ts';
-import { requireProject, ServiceError } from '../projects/service.ts';
+import { requireProject } from '../projects/service.ts';
+import { ServiceError } from '../platform/errors.ts';
 import { checkDestination, destinationPolicy, systemResolver, type Resolver } from './destination.ts';
 import { generateSigningSecret, openSecret, sealSecret } from './secret.ts';
 import * as q from './queries.ts';
@@ -24,7 +25,7 @@ export async function createEndpoint(sql: Sql, config: Config, projectId: string
 
 async function ownerOf(sql: Sql, endpointId: string, projectId?: string) {
   const owner = projectId ?? (await q.findEndpointProject(sql, endpointId));
-  if (!owner) throw new ServiceError(`webhook endpoint ${endpointId} not found`);
+  if (!owner) throw new ServiceError('not_found', `webhook endpoint ${endpointId} not found`);
   return owner;
 }
 
@@ -40,17 +41,17 @@ export async function updateEndpoint(
   change: { url?: string; enabled?: boolean },
   opts: ServiceOptions = {},
 ) {
-  if (change.url === undefined && change.enabled === undefined) throw new ServiceError('nothing to change: give a new URL, enable or disable');
+  if (change.url === undefined && change.enabled === undefined) throw new ServiceError('invalid_input', 'nothing to change: give a new URL, enable or disable');
   const owner = await ownerOf(sql, endpointId, projectId);
   const url = change.url === undefined ? undefined : await checkDestination(change.url, destinationPolicy(config), opts.resolve ?? systemResolver);
   const row = await q.updateEndpoint(sql, owner, endpointId, { url, enabled: change.enabled });
-  if (!row) throw new ServiceError(`webhook endpoint ${endpointId} not found`);
+  if (!row) throw new ServiceError('not_found', `webhook endpoint ${endpointId} not found`);
   return row;
 }
 
 /** The signing secret, for the dashboard's reveal. */
 export async function getEndpointSecret(sql: Sql, config: Config, projectId: string, endpointId: string): Promise<string> {
   const sealed = await q.getSealedSecret(sql, projectId, endpointId);
-  if (!sealed) throw new ServiceError(`webhook endpoint ${endpointId} not found`);
+  if (!sealed) throw new ServiceError('not_found', `webhook endpoint ${endpointId} not found`);
   return openSecret(config, sealed);
 }

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { normaliseDomainName, normaliseMailFrom, normaliseRegion } from '../../src/domains/names.ts';
 import { identityState, mapSesStatus } from '../../src/domains/status.ts';
-import { ServiceError } from '../../src/projects/service.ts';
+import { ServiceError } from '../../src/platform/errors.ts';
 
 test('names are trimmed, lower-cased and IDNA-normalised to ASCII', () => {
   assert.equal(normaliseDomainName('  Example.COM '), 'example.com');

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { addDomain, checkDomain } from '../../src/domains/service.ts';
 import { toDomainResponse } from '../../src/domains/schemas.ts';
-import { ServiceError } from '../../src/projects/service.ts';
+import { ServiceError } from '../../src/platform/errors.ts';
 import { domainsContext } from './setup.ts';
 
 const { ses, ctx, project } = await domainsContext();

@@ -3,7 +3,7 @@ import type { Config } from '../../src/platform/config.ts';
 import type { Sql } from '../../src/platform/db.ts';
 import { createLogger } from '../../src/platform/log.ts';
 import { startWorkerRole } from '../../src/platform/runtime.ts';
-import type { WorkerDeps } from '../../src/tasks.ts';
+import type { WorkerDeps } from '../../src/interfaces.ts';
 
 /**
  * The worker process's parts (graphile-worker with every task, plus the worker's services such

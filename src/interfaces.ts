@@ -1,0 +1,22 @@
+/**
+ * Types that tie the capabilities together, and nothing else: no code, so any module may import
+ * it without an import cycle.
+ *
+ * Glossary: an *email* is one accepted message; an *attempt* is one try at handing it to its
+ * transport; an *event* is a normalised fact about an email; an *endpoint* is a webhook URL with
+ * its secret; a *delivery* is one event sent to one endpoint; a *connection* is a project's SES
+ * credentials; the *sink* is the built-in SMTP server that catches mail of projects without one.
+ */
+import type { Config } from './platform/config.ts';
+import type { Sql } from './platform/db.ts';
+import type { Logger } from './platform/log.ts';
+import type { WebhookTransportOverrides } from './webhooks/transport.ts';
+
+/** What every graphile-worker task and worker service is built from. */
+export type WorkerDeps = {
+  config: Config;
+  sql: Sql;
+  log: Logger;
+  /** Tests only: an extra trusted CA, a fake resolver, a shorter timeout for webhook delivery. */
+  webhooks?: WebhookTransportOverrides;
+};
