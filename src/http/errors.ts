@@ -1,10 +1,13 @@
 import { z } from '@hono/zod-openapi';
 import type { ZodError } from 'zod';
 
-/** Stable error types callers branch on (CONTRACT §3.4). */
+/** Stable error types callers branch on; each has one status. */
 export type ErrorType =
   | 'authentication_failed'
+  | 'permission_denied'
   | 'not_found'
+  | 'email_not_scheduled'
+  | 'endpoint_disabled'
   | 'idempotency_key_reused'
   | 'payload_too_large'
   | 'rate_limit_exceeded'
@@ -15,7 +18,10 @@ export type ErrorType =
 const STATUS: Record<ErrorType, 401 | 403 | 404 | 409 | 413 | 429 | 500 | 503> = {
   authentication_failed: 401,
   invalid_signature: 403,
+  permission_denied: 403,
   not_found: 404,
+  email_not_scheduled: 409,
+  endpoint_disabled: 409,
   idempotency_key_reused: 409,
   payload_too_large: 413,
   rate_limit_exceeded: 429,
@@ -115,8 +121,9 @@ export const HTTPValidationErrorSchema = z
 
 const DESCRIPTIONS = {
   401: 'Missing, invalid or revoked API key.',
+  403: 'The key lacks the permission this route needs (`permission_denied`).',
   404: 'Not found, or owned by another project.',
-  409: 'Idempotency-Key reused with a different body.',
+  409: 'Conflict with the current state (`idempotency_key_reused`, `email_not_scheduled`, `endpoint_disabled`).',
   413: 'Request body too large to read.',
   422: 'Validation failed.',
   429: 'Rate limit exceeded.',

@@ -18,3 +18,14 @@ export const ID_PREFIX = {
 export function newId(kind: keyof typeof ID_PREFIX): string {
   return ID_PREFIX[kind] + ulid();
 }
+
+const ULID_BODY = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/**
+ * Whether `value` is the prefix of `kind` plus 26 Crockford base32 characters. Routes answer
+ * 404 for anything else before it reaches a query, so control bytes never meet the database.
+ */
+export function isWellFormedId(kind: keyof typeof ID_PREFIX, value: string): boolean {
+  const prefix = ID_PREFIX[kind];
+  return value.startsWith(prefix) && ULID_BODY.test(value.slice(prefix.length));
+}
