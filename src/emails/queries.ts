@@ -55,3 +55,31 @@ export function sendJob(sql: Sql | TxSql, emailId: string, projectId: string, de
     json_build_object('email_id', ${emailId}::text, 'project_id', ${projectId}::text),
     run_at := now() + ${delayMs} * interval '1 millisecond', max_attempts := 25, job_key := ${emailId}::text)`;
 }
+
+/**
+ * Many emails and their `email__send` jobs in one statement, so atomic on its own: one round
+ * trip, and one NOTIFY from `add_jobs` however many rows.
+ */
+export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
+  if (emails.length === 0) return;
+  const rows = emails.map((e) => ({
+    id: e.id, project_id: e.projectId, from_address: e.from, to_addresses: e.to, cc_addresses: e.cc,
+    bcc_addresses: e.bcc, reply_to_addresses: e.replyTo, subject: e.subject, html: e.html, text: e.text,
+    headers: e.headers,
+    attachments: e.attachments.map((a) => ({ filename: a.filename, content_type: a.contentType, content: a.content })),
+  }));
+  await tx`
+    with inserted as (
+      insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
+                          reply_to_addresses, subject, html, text, headers, attachments)
+      select r.id, r.project_id, 'queued', r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
+             r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments
+      from jsonb_to_recordset(${tx.json(rows)}) as r(
+        id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
+        reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb)
+      returning id, project_id
+    )
+    select count(*) from graphile_worker.add_jobs(array(
+      select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null, now(), 25, id, null, null)::graphile_worker.job_spec
+      from inserted))`;
+}

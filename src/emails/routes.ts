@@ -9,6 +9,7 @@ import * as q from './queries.ts';
 import { IdempotencyHeaders, SendEmailRequest, SendEmailResponse, parseIdempotencyKey, parseSendRequest } from './validate.ts';
 import { assertMessageSize } from './message-size.ts';
 import { acceptOnce, findReplay, fingerprint } from './idempotency.ts';
+import { acceptQueued } from './accept.ts';
 
 const sendEmail = createRoute({
   method: 'post',
@@ -85,10 +86,12 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
     if (!accepted) {
       const id = newId('email');
       await assertMessageSize(send, id, projectId, config);
-      accepted = await acceptOnce(sql, projectId, key, print, async (tx) => {
-        await q.insertQueuedEmail(tx, { id, projectId, ...send });
-        return id;
-      });
+      accepted = key === undefined
+        ? { emailId: await acceptQueued(sql, { id, projectId, ...send }), replayed: false }
+        : await acceptOnce(sql, projectId, key, print, async (tx) => {
+          await q.insertQueuedEmail(tx, { id, projectId, ...send });
+          return id;
+        });
     }
     if (accepted.replayed) c.header('Idempotent-Replayed', 'true');
     return c.json({ id: accepted.emailId, status: 'queued' as const }, 201);

@@ -1,0 +1,44 @@
+import type { Sql } from '../platform/db.ts';
+import { GroupCommit } from '../platform/group-commit.ts';
+import { emailExists, insertQueuedEmails, type NewEmail } from './queries.ts';
+
+const committers = new WeakMap<Sql, GroupCommit<NewEmail, string>>();
+
+/**
+ * Records a queued email and its job, sharing the transaction with the sends accepted at the same
+ * moment. Resolves with the id only once the row is committed.
+ */
+export function acceptQueued(sql: Sql, email: NewEmail): Promise<string> {
+  let committer = committers.get(sql);
+  if (!committer) {
+    committer = new GroupCommit<NewEmail, string>(
+      async (emails) => {
+        await insertQueuedEmails(sql, emails);
+        return emails.map((e) => e.id);
+      },
+      {},
+      (email) => writeAlone(sql, email),
+    );
+    committers.set(sql, committer);
+  }
+  return committer.run(email);
+}
+
+/**
+ * One email in its own transaction, after its batch failed. If the batch's commit went through
+ * but its answer was lost with the connection, the row is already there: that is a success.
+ */
+async function writeAlone(sql: Sql, email: NewEmail): Promise<string> {
+  try {
+    await insertQueuedEmails(sql, [email]);
+  } catch (err) {
+    if (await emailExists(sql, email.projectId, email.id).catch(() => false)) return email.id;
+    throw err;
+  }
+  return email.id;
+}
+
+/** Batch sizes written lately, for the benchmarks. */
+export function recentBatchSizes(sql: Sql): number[] {
+  return committers.get(sql)?.recentSizes ?? [];
+}
