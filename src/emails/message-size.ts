@@ -23,7 +23,7 @@ export function sizeUpperBound(input: ComposeInput): number {
 }
 
 /**
- * The assembled-message limit (spec §8). The message is composed as the worker will compose it,
+ * The assembled-message limit (`EMAIL_MAX_MESSAGE_BYTES`, base64 attachments included). The message is composed as the worker will compose it,
  * with its Message-ID and unsubscribe header, so base64 inflation and MIME overhead count.
  * Composing costs about half a millisecond even for a small message, so it is skipped when the
  * upper bound already shows the message fits.

@@ -36,7 +36,7 @@ const sendEmail = createRoute({
   },
 });
 
-/** Bodies beyond this are refused unread (CONTRACT §3.3): base64 and JSON escaping leave room. */
+/** Bodies beyond twice the message limit plus 1 MiB are refused unread: base64 and JSON escaping leave room. */
 const bodyLimit = (maxMessageBytes: number) => 2 * maxMessageBytes + 1024 * 1024;
 
 const listEmails = createRoute({

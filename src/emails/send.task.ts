@@ -13,7 +13,7 @@ import { bareAddress, normaliseAddress } from '../suppressions/address.ts';
 import { suppressedAmong } from '../suppressions/queries.ts';
 import { signUnsubscribeToken } from '../unsubscribe/token.ts';
 
-/** Attempts before a retryable failure becomes `provider_unavailable` (CONTRACT §3.5). */
+/** Attempts (about an hour of backoff) before a retryable failure becomes `provider_unavailable`. */
 export const MAX_SEND_ATTEMPTS = 8;
 export const SINK_SMTP_RESPONSE = '250 Accepted by the Mailroom sink';
 

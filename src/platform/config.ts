@@ -74,36 +74,10 @@ const schema = z.object({
   AWS_ENDPOINT_URL_SQS: httpUrl.optional(),
 });
 
-export type Config = {
-  databaseUrl: string;
-  redisUrl: string | undefined;
-  port: number;
-  host: string;
-  development: boolean;
-  secretKey: string;
-  trustProxy: boolean | string[];
-  apiRateLimitPerMinute: number;
-  emailMaxMessageBytes: number;
-  eventIngestion: 'queue' | 'https';
-  migrateOnStart: boolean;
-  webhookAllowedCidrs: string[];
-  webhookRetryBaseMs: number;
-  emailRetryBaseMs: number;
-  sinkSmtpHost: string;
-  sinkSmtpPort: number;
-  sinkMaxMessages: number;
-  workerConcurrency: number;
-  workerDeadAfterSeconds: number;
-  logLevel: string;
-  publicBaseUrl: string | undefined;
-  awsEndpointSesv2: string | undefined;
-  awsEndpointSqs: string | undefined;
-};
-
 /** A setting that stops the boot; its message is the one line the operator sees. */
 export class ConfigError extends Error {}
 
-export type ConfigDefaults = Partial<Pick<Config, 'databaseUrl' | 'secretKey' | 'redisUrl'>> & {
+export type ConfigDefaults = { databaseUrl?: string; secretKey?: string; redisUrl?: string } & {
   /** `npm run dev` supplies these itself, so their absence is not an error there. */
   dev?: boolean;
   /** The CLI talks only to PostgreSQL. */
@@ -119,7 +93,7 @@ export function usesDevDatabase(env: NodeJS.ProcessEnv = process.env): boolean {
  * The only reader of the environment. Empty strings count as unset so `FOO=` in an env file
  * falls back to the default rather than failing.
  */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: ConfigDefaults = {}): Config {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: ConfigDefaults = {}) {
   const raw: Record<string, string> = {};
   for (const key of Object.keys(schema.shape)) {
     const value = env[key];
@@ -168,3 +142,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
     awsEndpointSqs: e.AWS_ENDPOINT_URL_SQS,
   };
 }
+
+/** The settings as the code reads them; each type flows from its line in the schema above. */
+export type Config = ReturnType<typeof loadConfig>;

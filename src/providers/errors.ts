@@ -1,4 +1,4 @@
-/** The email `last_error` values (CONTRACT §3.4). `provider_unavailable` means retries ran out. */
+/** The email `last_error` values. `provider_unavailable` means retries ran out. */
 export type LastError =
   | 'domain_not_verified'
   | 'recipient_suppressed'

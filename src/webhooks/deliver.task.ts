@@ -94,7 +94,7 @@ export function webhookBody(a: Attempt): string {
 
 export type DeliverDeps = { config: Config; sql: Sql; log: Logger; webhooks?: WebhookTransportOverrides };
 
-/** `webhook__deliver`: one attempt of one delivery (spec §6.3). Safe to run twice. */
+/** `webhook__deliver`: one attempt of one delivery. Safe to run twice. */
 export function webhookDeliverTask(deps: DeliverDeps): Task {
   const { config, sql, log } = deps;
   const transport = createWebhookTransport(config, deps.webhooks);

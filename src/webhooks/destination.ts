@@ -5,7 +5,7 @@ import type { Config } from '../platform/config.ts';
 import { ServiceError } from '../platform/errors.ts';
 
 /**
- * Spec §6.4: where webhooks may go. The rules apply to the resolved address, never to the URL
+ * Where webhooks may go. The rules apply to the resolved address, never to the URL
  * string, so they run at registration, at URL edit and again inside every delivery's connection.
  */
 

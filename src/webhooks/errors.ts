@@ -1,6 +1,6 @@
 /**
  * A delivery's `error` is one of these words, never a raw exception: exceptions carry the
- * address and URL, which the delivery log must not repeat back (spec §2.6).
+ * address and URL, which the delivery log must not repeat back.
  */
 export type DeliveryError =
   | 'timeout'

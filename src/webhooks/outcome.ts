@@ -1,6 +1,6 @@
 import type { AttemptResult } from './transport.ts';
 
-/** Spec §6.3 and CONTRACT §3.7. */
+/** 2xx delivers; 5xx, 429, timeouts and connection failures retry; other 4xx fail at once. */
 export const MAX_ATTEMPTS = 6;
 export const AUTO_DISABLE_AFTER = 10;
 export const RETRY_AFTER_CAP_MS = 160_000;

@@ -36,7 +36,7 @@ export async function insertEndpoint(sql: Sql, e: { id: string; projectId: strin
 }
 
 /**
- * A URL edit or a re-enable clears the failure count (spec §3.3); a URL edit leaves the status
+ * A URL edit or a re-enable clears the failure count; a URL edit leaves the status
  * alone, so a disabled endpoint stays disabled. Expressions, not read-modify-write, so a
  * delivery settling at the same moment is not overwritten.
  */

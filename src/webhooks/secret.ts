@@ -1,7 +1,7 @@
 import type { Config } from '../platform/config.ts';
 import { decrypt, deriveKey, encrypt, randomBase64url } from '../platform/crypto.ts';
 
-/** `whsec_` + 32 random bytes in base64url (CONTRACT §3.7). */
+/** `whsec_` + 32 random bytes in base64url. */
 export function generateSigningSecret(): string {
   return `whsec_${randomBase64url(32)}`;
 }

@@ -30,8 +30,8 @@ async function ownerOf(sql: Sql, endpointId: string, projectId?: string) {
 }
 
 /**
- * Edits the URL and/or switches the endpoint on or off (spec §3.3). Without `projectId` (the
- * operator CLI) the endpoint's own project is used.
+ * Edits the URL and/or switches the endpoint on or off. A URL edit clears the failure count and
+ * keeps the status. Without `projectId` (the operator CLI) the endpoint's own project is used.
  */
 export async function updateEndpoint(
   sql: Sql,

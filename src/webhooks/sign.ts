@@ -1,7 +1,7 @@
 import { hmacSha256Hex } from '../platform/crypto.ts';
 
 /**
- * Spec §6.2: `v1=` + lowercase hex HMAC-SHA256 of `"<timestamp>." + raw body`, keyed with the
+ * `v1=` + lowercase hex HMAC-SHA256 of `"<timestamp>." + raw body`, keyed with the
  * whole `whsec_…` string as UTF-8. The `v1=` prefix leaves room for a later scheme.
  */
 export function signWebhook(secret: string, timestamp: number, rawBody: string | Buffer): string {

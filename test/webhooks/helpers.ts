@@ -68,7 +68,7 @@ export async function endpointState(sql: Sql, endpointId: string) {
 }
 
 /**
- * What a receiver does (spec §6.2): recompute `v1=` HMAC-SHA256 over `"<ts>." + raw body` with
+ * What a receiver does: recompute `v1=` HMAC-SHA256 over `"<ts>." + raw body` with
  * the secret, compare in constant time, and refuse a timestamp more than 300 s away.
  */
 export function receiverVerifies(secret: string, headers: IncomingHttpHeaders, rawBody: Buffer, nowSeconds = Date.now() / 1000): boolean {
