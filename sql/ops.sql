@@ -52,3 +52,22 @@ create or replace view ops.domains as
 select project_id, id, value, region, verification_status, dkim_status, mail_from_status,
        now() - last_checked_at as last_check_age
 from domains;
+
+-- Per SES connection: the pace sends are held to, the daily quota and its use, throttles, and
+-- when the next send may go.
+create or replace view ops.providers as
+select pc.project_id,
+       pc.region,
+       pc.max_send_rate as account_max_send_rate,
+       pc.rate_cap,
+       least(coalesce(pc.max_send_rate, 1), coalesce(pc.rate_cap, 'infinity'::float8))
+         / (case when pc.slowed_until > now() then 2 else 1 end) as send_rate,
+       pc.slowed_until > now() as slowed,
+       pc.max_24_hour_send,
+       (select count(*) from emails e
+         where e.project_id = pc.project_id and e.sent_at > greatest(now() - interval '24 hours', pc.created_at)) as sent_last_24h,
+       (select count(*) from provider_throttles t
+         where t.project_id = pc.project_id and t.throttled_at > now() - interval '1 hour') as throttles_last_hour,
+       greatest(pc.next_send_slot, now()) as next_send_slot,
+       pc.quota_checked_at
+from provider_connections pc;

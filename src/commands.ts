@@ -5,7 +5,8 @@ import { migrateDatabase } from './platform/migrate.ts';
 import { createProject } from './projects/service.ts';
 import { ServiceError } from './platform/errors.ts';
 import { createApiKey, revokeApiKey } from './keys/service.ts';
-import { connectProvider, disconnectProvider } from './providers/connections.ts';
+import { disconnectProvider } from './providers/connections.ts';
+import { connectSesAccount } from './providers/quota.ts';
 import { addDomain, checkDomain } from './domains/service.ts';
 import { toDomainResponse } from './domains/schemas.ts';
 import { createEndpoint, updateEndpoint } from './webhooks/service.ts';
@@ -97,14 +98,17 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   'provider connect': {
-    usage: 'provider connect --project P --region R --access-key-id ID --secret-access-key S [--configuration-set N] [--events-queue-url U] [--sns-topic-arn A]',
+    usage: 'provider connect --project P --region R --access-key-id ID --secret-access-key S [--configuration-set N] [--events-queue-url U] [--sns-topic-arn A] [--max-send-rate N]',
     options: {
       project: { type: 'string' }, region: { type: 'string' }, 'access-key-id': { type: 'string' },
       'secret-access-key': { type: 'string' }, 'configuration-set': { type: 'string' },
       'events-queue-url': { type: 'string' }, 'sns-topic-arn': { type: 'string' },
+      'max-send-rate': { type: 'string' },
     },
     run(ctx, v) {
-      return connectProvider(ctx.sql(), ctx.config, {
+      const cap = v['max-send-rate'] as string | undefined;
+      if (cap !== undefined && !/^\d+(\.\d+)?$/.test(cap)) throw new ServiceError('invalid_input', `--max-send-rate takes a positive number of messages per second: ${this.usage}`);
+      return connectSesAccount(ctx.sql(), ctx.config, {
         projectId: required(v, 'project', this.usage),
         region: required(v, 'region', this.usage),
         accessKeyId: required(v, 'access-key-id', this.usage),
@@ -112,6 +116,7 @@ export const COMMANDS: Record<string, Command> = {
         configurationSet: v['configuration-set'] as string | undefined,
         eventsQueueUrl: v['events-queue-url'] as string | undefined,
         snsTopicArn: v['sns-topic-arn'] as string | undefined,
+        maxSendRate: cap === undefined ? undefined : Number(cap),
       });
     },
   },

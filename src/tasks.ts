@@ -4,6 +4,7 @@ import { domainCheckTask } from './domains/check.task.ts';
 import { DOMAIN_RECHECK_CRON, domainRecheckTask } from './domains/recheck.task.ts';
 import { emailSendTask } from './emails/send.task.ts';
 import { PRUNE_CRON, pruneTask } from './platform/prune.task.ts';
+import { QUOTA_REFRESH_CRON, refreshQuotaTask } from './providers/refresh-quota.task.ts';
 import { startSqsPolling } from './events/sqs-poll.ts';
 import { startSinkServer } from './sink/server.ts';
 import { closeSinkTransports } from './providers/sink-transport.ts';
@@ -16,12 +17,13 @@ export function buildTaskList(deps: WorkerDeps): TaskList {
     domain__recheck: domainRecheckTask(deps),
     email__send: emailSendTask(deps),
     maintenance__prune: pruneTask(deps),
+    provider__refresh_quota: refreshQuotaTask(deps),
     webhook__deliver: webhookDeliverTask(deps),
   };
 }
 
 export function buildCrontab(_deps: WorkerDeps): CronItem[] {
-  return [DOMAIN_RECHECK_CRON, PRUNE_CRON];
+  return [DOMAIN_RECHECK_CRON, PRUNE_CRON, QUOTA_REFRESH_CRON];
 }
 
 /** Long-running services the worker process hosts besides jobs (the SMTP sink, queue polling). */

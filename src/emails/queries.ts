@@ -83,3 +83,99 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
       select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null, now(), 25, id, null, null)::graphile_worker.job_spec
       from inserted))`;
 }
+
+export type ClaimedEmail = {
+  id: string;
+  projectId: string;
+  attemptCount: number;
+  fromAddress: string;
+  toAddresses: string[];
+  ccAddresses: string[];
+  bccAddresses: string[];
+  replyToAddresses: string[];
+  subject: string;
+  html: string | null;
+  text: string | null;
+  headers: Record<string, string>;
+  attachments: { filename: string; content_type?: string; content: string }[];
+  messageIdHeader: string | null;
+  leaseOwner: string;
+};
+
+/**
+ * Moves an email to `sending` and takes its lease in the same statement: a `queued` email, or one
+ * left in `sending` by an attempt whose lease ran out or whose worker pool stopped heartbeating.
+ * Anything else (sent, failed, or a live lease held elsewhere) returns nothing, which is what
+ * keeps a job that runs twice from sending twice.
+ */
+export async function claimEmail(
+  sql: Sql,
+  projectId: string,
+  emailId: string,
+  lease: { owner: string; seconds: number; deadAfterSeconds: number },
+) {
+  const [row] = await sql<[ClaimedEmail?]>`
+    update emails set status = 'sending', attempt_count = attempt_count + 1, updated_at = now(),
+      lease_owner = ${lease.owner}, lease_expires_at = now() + make_interval(secs => ${lease.seconds})
+    where id = ${emailId} and project_id = ${projectId}
+      and (status = 'queued' or (status = 'sending' and (
+        lease_expires_at is null or lease_expires_at < now()
+        or not exists (
+          select 1 from worker_heartbeats h
+          where h.pool_id = split_part(emails.lease_owner, '/', 1)
+            and h.last_seen_at > now() - make_interval(secs => ${lease.deadAfterSeconds})))))
+    returning id, project_id, attempt_count, from_address, to_addresses, cc_addresses, bcc_addresses,
+      reply_to_addresses, subject, html, text, headers, attachments, message_id_header, lease_owner`;
+  return row;
+}
+
+/** When another attempt's live lease ends, for an email that could not be claimed. */
+export async function liveLeaseEnd(sql: Sql, projectId: string, emailId: string) {
+  const [row] = await sql<[{ leaseExpiresAt: Date }?]>`
+    select lease_expires_at from emails
+    where id = ${emailId} and project_id = ${projectId} and status = 'sending' and lease_expires_at >= now()`;
+  return row?.leaseExpiresAt;
+}
+
+/** The email's job again at `delayMs` from now, keyed by the email so it replaces a waiting one. */
+export async function enqueueSendAgain(sql: Sql, projectId: string, emailId: string, delayMs: number) {
+  await sql`select ${sendJob(sql, emailId, projectId, delayMs)}`;
+}
+
+const HELD = (sql: Sql | TxSql, email: ClaimedEmail) =>
+  sql`id = ${email.id} and project_id = ${email.projectId} and status = 'sending' and lease_owner = ${email.leaseOwner}`;
+
+/** `sent` (plus `delivered` for the sink, which is the receiving server). False if the lease was lost. */
+export async function markSent(tx: TxSql, email: ClaimedEmail, providerMessageId: string, delivered: boolean) {
+  const [row] = await tx`
+    update emails set status = 'sent', sent_at = now(), provider_message_id = ${providerMessageId},
+      delivered_at = ${delivered ? tx`now()` : tx`delivered_at`}, last_error = null, updated_at = now(),
+      lease_owner = null, lease_expires_at = null
+    where ${HELD(tx, email)}
+    returning id`;
+  return row !== undefined;
+}
+
+export async function markFailed(tx: TxSql, email: ClaimedEmail, lastError: string) {
+  const [row] = await tx`
+    update emails set status = 'failed', last_error = ${lastError}, updated_at = now(),
+      lease_owner = null, lease_expires_at = null
+    where ${HELD(tx, email)}
+    returning id`;
+  return row !== undefined;
+}
+
+/**
+ * Back to `queued` with a new job in `delayMs`. `countsAsAttempt` false (pacing, throttling, a
+ * spent quota) gives the attempt back: the message was never the problem.
+ */
+export async function requeue(sql: Sql, email: ClaimedEmail, delayMs: number, countsAsAttempt: boolean) {
+  await sql.begin(async (tx) => {
+    const [row] = await tx`
+      update emails set status = 'queued', updated_at = now(), lease_owner = null, lease_expires_at = null,
+        attempt_count = attempt_count - ${countsAsAttempt ? 0 : 1}
+      where ${HELD(tx, email)}
+      returning id`;
+    if (row) await tx`select ${sendJob(tx, email.id, email.projectId, delayMs)}`;
+  });
+}

@@ -21,6 +21,8 @@ export function pruneTask(deps: { sql: Sql; log: Logger }): Task {
     const sns = await deps.sql`
       delete from sns_messages where received_at < now() - ${SNS_MESSAGE_TTL}::interval`;
     const sessions = await deps.sql`delete from dashboard_sessions where expires_at < now()`;
+    // Throttles only matter for the last hour, which ops.providers counts.
+    await deps.sql`delete from provider_throttles where throttled_at < now() - interval '1 day'`;
     if (keys.count || sns.count || sessions.count) {
       deps.log.info({ idempotencyKeys: keys.count, snsMessages: sns.count, dashboardSessions: sessions.count }, 'pruned expired rows');
     }

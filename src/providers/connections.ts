@@ -3,6 +3,7 @@ import type { Sql } from '../platform/db.ts';
 import { decrypt, deriveKey, encrypt } from '../platform/crypto.ts';
 import { requireProject } from '../projects/service.ts';
 import { ServiceError } from '../platform/errors.ts';
+import type { Logger } from '../platform/log.ts';
 
 export type ProviderConnection = {
   projectId: string;
@@ -18,6 +19,9 @@ export type ProviderConnection = {
 
 type ConnectionRow = Omit<ProviderConnection, 'secretAccessKey'> & { secretAccessKeyEncrypted: Buffer };
 
+/** Connects and disconnects are announced here, so every worker's queue polling follows at once. */
+export const CONNECTIONS_CHANNEL = 'mailroom_provider_connections';
+
 const REGION = /^[a-z]{2}(-[a-z]+)+-\d$/;
 
 export type ConnectInput = {
@@ -28,6 +32,10 @@ export type ConnectInput = {
   configurationSet?: string;
   eventsQueueUrl?: string;
   snsTopicArn?: string;
+  /** An operator's cap below the account's MaxSendRate (messages per second). */
+  maxSendRate?: number;
+  /** The account's quota when already read; otherwise the worker reads it. */
+  sendQuota?: { maxSendRate: number; max24HourSend: number };
 };
 
 function reveal(config: Config, row: ConnectionRow): ProviderConnection {
@@ -35,30 +43,50 @@ function reveal(config: Config, row: ConnectionRow): ProviderConnection {
   return { ...rest, secretAccessKey: decrypt(deriveKey(config.secretKey, 'provider-credentials'), secretAccessKeyEncrypted) };
 }
 
-/** Stores (or replaces) the project's SES connection; the secret is sealed with AES-256-GCM. */
-export async function connectProvider(sql: Sql, config: Config, input: ConnectInput) {
+/** Refuses a connection that could never work, before anything is asked of SES or stored. */
+export async function checkConnectInput(sql: Sql, input: ConnectInput) {
   await requireProject(sql, input.projectId);
   if (!REGION.test(input.region)) throw new ServiceError('invalid_input', `region "${input.region}" is not an AWS region such as us-east-1`);
   if (!input.accessKeyId.trim() || !input.secretAccessKey.trim()) throw new ServiceError('invalid_input', 'access key id and secret access key are required');
   if (input.eventsQueueUrl && !/^https?:\/\//.test(input.eventsQueueUrl)) throw new ServiceError('invalid_input', 'events queue URL must be an http(s) SQS queue URL');
+  if (input.maxSendRate !== undefined && !(input.maxSendRate > 0 && Number.isFinite(input.maxSendRate))) {
+    throw new ServiceError('invalid_input', 'max send rate must be a positive number of messages per second');
+  }
   if (input.snsTopicArn && !/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]+$/.test(input.snsTopicArn)) throw new ServiceError('invalid_input', 'SNS topic ARN must look like arn:aws:sns:REGION:ACCOUNT:NAME');
+}
+
+/** Stores (or replaces) the project's SES connection; the secret is sealed with AES-256-GCM. */
+export async function connectProvider(sql: Sql, config: Config, input: ConnectInput) {
+  await checkConnectInput(sql, input);
   const sealed = encrypt(deriveKey(config.secretKey, 'provider-credentials'), input.secretAccessKey.trim());
   await sql`
     insert into provider_connections (project_id, region, access_key_id, secret_access_key_encrypted,
-      configuration_set, events_queue_url, sns_topic_arn)
+      configuration_set, events_queue_url, sns_topic_arn, rate_cap, max_send_rate, max_24_hour_send, quota_checked_at)
     values (${input.projectId}, ${input.region}, ${input.accessKeyId.trim()}, ${sealed},
-      ${input.configurationSet ?? null}, ${input.eventsQueueUrl ?? null}, ${input.snsTopicArn ?? null})
+      ${input.configurationSet ?? null}, ${input.eventsQueueUrl ?? null}, ${input.snsTopicArn ?? null},
+      ${input.maxSendRate ?? null}, ${input.sendQuota?.maxSendRate ?? null}, ${input.sendQuota?.max24HourSend ?? null},
+      ${input.sendQuota ? sql`now()` : null})
     on conflict (project_id) do update set
       region = excluded.region, access_key_id = excluded.access_key_id,
       secret_access_key_encrypted = excluded.secret_access_key_encrypted,
       configuration_set = excluded.configuration_set, events_queue_url = excluded.events_queue_url,
-      sns_topic_arn = excluded.sns_topic_arn, updated_at = now()`;
-  return { project: input.projectId, provider: 'ses' as const, region: input.region };
+      sns_topic_arn = excluded.sns_topic_arn, rate_cap = excluded.rate_cap,
+      max_send_rate = excluded.max_send_rate, max_24_hour_send = excluded.max_24_hour_send,
+      quota_checked_at = excluded.quota_checked_at, updated_at = now()`;
+  await sql`select pg_notify(${CONNECTIONS_CHANNEL}, ${input.projectId})`;
+  return {
+    project: input.projectId,
+    provider: 'ses' as const,
+    region: input.region,
+    max_send_rate: effectiveRate(input.sendQuota?.maxSendRate, input.maxSendRate),
+    max_24_hour_send: input.sendQuota?.max24HourSend ?? null,
+  };
 }
 
 export async function disconnectProvider(sql: Sql, projectId: string) {
   await requireProject(sql, projectId);
   await sql`delete from provider_connections where project_id = ${projectId}`;
+  await sql`select pg_notify(${CONNECTIONS_CHANNEL}, ${projectId})`;
   return { project: projectId, provider: null };
 }
 
@@ -72,10 +100,35 @@ export async function getProviderConnection(sql: Sql, config: Config, projectId:
 }
 
 /** Connections with an events queue, for the SQS poller. */
-export async function listQueueConnections(sql: Sql, config: Config) {
+export async function listQueueConnections(sql: Sql, config: Config, log?: Logger) {
   const rows = await sql<ConnectionRow[]>`
     select ${sql.unsafe(COLUMNS)} from provider_connections where events_queue_url is not null order by project_id`;
-  return rows.map((r) => reveal(config, r));
+  return revealEach(config, rows, log);
+}
+
+/** Every connection, for the quota refresh. */
+export async function listConnections(sql: Sql, config: Config, log?: Logger) {
+  const rows = await sql<ConnectionRow[]>`select ${sql.unsafe(COLUMNS)} from provider_connections order by project_id`;
+  return revealEach(config, rows, log);
+}
+
+/** One connection sealed under another SECRET_KEY is logged and skipped, never stops the others. */
+function revealEach(config: Config, rows: ConnectionRow[], log?: Logger): ProviderConnection[] {
+  const out: ProviderConnection[] = [];
+  for (const row of rows) {
+    try {
+      out.push(reveal(config, row));
+    } catch {
+      log?.warn({ projectId: row.projectId }, 'provider connection cannot be decrypted (SECRET_KEY changed); reconnect the project');
+    }
+  }
+  return out;
+}
+
+/** The rate sends are paced to: the account's, or the operator's cap when lower. */
+export function effectiveRate(accountRate: number | null | undefined, cap: number | null | undefined): number | null {
+  const rates = [accountRate, cap].filter((r): r is number => typeof r === 'number');
+  return rates.length ? Math.min(...rates) : null;
 }
 
 /** The project that trusts this SNS topic, for HTTPS push. */

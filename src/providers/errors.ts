@@ -10,7 +10,7 @@ export type LastError =
 /** What to do about a failed attempt: settle the email as failed, or try again later. */
 export type Classified =
   | { retry: false; lastError: LastError; message: string }
-  | { retry: true; message: string };
+  | { retry: true; message: string; pace?: 'throttled' | 'daily_quota' };
 
 /** A failure already classified where it happened (e.g. credentials that no longer decrypt). */
 export class ProviderFailure extends Error {
@@ -27,9 +27,12 @@ const AUTH = new Set([
 ]);
 // The account or its configuration set is stopped from sending; retrying changes nothing until a human acts.
 const PAUSED = new Set(['AccountSuspendedException', 'SendingPausedException']);
-const THROTTLED = new Set([
-  'TooManyRequestsException', 'Throttling', 'ThrottlingException', 'LimitExceededException',
-  'RequestLimitExceeded', 'ServiceUnavailable', 'ServiceUnavailableException', 'InternalFailure',
+// SES refusing to go faster: not the message's fault, so it costs no attempt.
+const THROTTLING = new Set(['TooManyRequestsException', 'Throttling', 'ThrottlingException']);
+const THROTTLING_TEXT = /maximum sending rate exceeded/i;
+const DAILY_QUOTA_TEXT = /daily message quota exceeded/i;
+const UNAVAILABLE = new Set([
+  'LimitExceededException', 'RequestLimitExceeded', 'ServiceUnavailable', 'ServiceUnavailableException', 'InternalFailure',
   'InternalServerError', 'InternalServiceError', 'RequestTimeout', 'RequestTimeoutException',
 ]);
 const NETWORK_CODES = new Set([
@@ -77,7 +80,13 @@ export function classifySendError(error: unknown): Classified {
   if (PAUSED.has(name)) {
     return { retry: false, lastError: 'sending_paused', message: `Sending is paused for this provider account (${name}).` };
   }
-  if (THROTTLED.has(name) || status === 429 || (status !== undefined && status >= 500) || err.$fault === 'server') {
+  if (DAILY_QUOTA_TEXT.test(err.message)) {
+    return { retry: true, pace: 'daily_quota', message: `The provider account's 24-hour sending quota is spent (${name}).` };
+  }
+  if (THROTTLING.has(name) || THROTTLING_TEXT.test(err.message)) {
+    return { retry: true, pace: 'throttled', message: `The provider throttled the send (${name}).` };
+  }
+  if (UNAVAILABLE.has(name) || status === 429 || (status !== undefined && status >= 500) || err.$fault === 'server') {
     return { retry: true, message: `The provider is unavailable or throttling (${name}${status ? ` ${status}` : ''}).` };
   }
   if (status !== undefined) {

@@ -6,6 +6,8 @@ import { listenOnLoopback } from './listen.ts';
 export type FakeSesAnswer =
   | { status: number; type: string; message: string }
   | { drop: true }
+  /** Accepts the message (it counts as sent), then resets the connection: the caller's outcome is unknown. */
+  | { acceptThenDrop: true }
   | 'ok';
 
 export type SendEmailRequest = {
@@ -31,8 +33,25 @@ async function body(req: IncomingMessage): Promise<string> {
 export async function startFakeSes() {
   const script: FakeSesAnswer[] = [];
   const requests: SendEmailRequest[] = [];
+  /** When each accepted message was accepted (ms), and how many sends were refused as throttled. */
+  const accepted: number[] = [];
+  const stats = { throttled: 0, quotaRefused: 0 };
+  // What GetAccount reports; SendEmail enforces it like SES: more than maxSendRate in any one
+  // second is throttled, and past max24HourSend every send is refused.
+  const quota = { maxSendRate: 1000, max24HourSend: 1_000_000 };
+
   let counter = 0;
+  const error = (res: import('node:http').ServerResponse, status: number, type: string, message: string) => {
+    res.writeHead(status, { 'content-type': 'application/json', 'x-amzn-ErrorType': type, 'x-amzn-RequestId': `req-${++counter}` });
+    res.end(JSON.stringify({ message }));
+  };
   const server = createServer(async (req, res) => {
+    const arrived = Date.now();
+    if (req.method === 'GET' && req.url === '/v2/email/account') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ SendQuota: { MaxSendRate: quota.maxSendRate, Max24HourSend: quota.max24HourSend, SentLast24Hours: accepted.length }, SendingEnabled: true, ProductionAccessEnabled: true }));
+      return;
+    }
     if (req.method !== 'POST' || req.url !== '/v2/email/outbound-emails') {
       res.writeHead(404, { 'content-type': 'application/json', 'x-amzn-ErrorType': 'UnknownOperationException' });
       res.end(JSON.stringify({ message: 'unknown operation' }));
@@ -42,7 +61,23 @@ export async function startFakeSes() {
     parsed.raw = Buffer.from(parsed.Content.Raw?.Data ?? '', 'base64').toString('utf8');
     parsed.authorization = String(req.headers.authorization ?? '');
     requests.push(parsed);
+    const now = arrived;
+    if (accepted.length >= quota.max24HourSend) {
+      stats.quotaRefused++;
+      error(res, 400, 'LimitExceededException', 'Daily message quota exceeded.');
+      return;
+    }
+    if (accepted.filter((t) => t > now - 1000).length >= quota.maxSendRate) {
+      stats.throttled++;
+      error(res, 429, 'TooManyRequestsException', 'Maximum sending rate exceeded.');
+      return;
+    }
     const answer = script.shift() ?? 'ok';
+    if (answer === 'ok' || (typeof answer === 'object' && 'acceptThenDrop' in answer)) accepted.push(now);
+    if (typeof answer === 'object' && 'acceptThenDrop' in answer) {
+      req.socket.destroy();
+      return;
+    }
     if (answer === 'ok') {
       res.writeHead(200, { 'content-type': 'application/json', 'x-amzn-RequestId': `req-${++counter}` });
       res.end(JSON.stringify({ MessageId: `fake-ses-${Date.now()}-${counter}` }));
@@ -57,6 +92,19 @@ export async function startFakeSes() {
   return {
     url,
     requests,
+    accepted,
+    stats,
+    quota,
+    /** The most messages accepted in any one-second window. */
+    peakPerSecond() {
+      let peak = 0;
+      const times = [...accepted].sort((a, b) => a - b);
+      for (let i = 0, j = 0; i < times.length; i++) {
+        while (times[i]! - times[j]! >= 1000) j++;
+        peak = Math.max(peak, i - j + 1);
+      }
+      return peak;
+    },
     /** Queue answers for the next SendEmail calls, in order; after them every call succeeds. */
     answer(...answers: FakeSesAnswer[]) { script.push(...answers); },
     close,

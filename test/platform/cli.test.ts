@@ -4,9 +4,13 @@ import { createTestDatabase } from '../helpers/db.ts';
 import { COMMITTED_MIGRATIONS, runCli } from '../helpers/process.ts';
 import { TEST_SECRET_KEY, createTestContext } from '../helpers/app.ts';
 import { getProviderConnection } from '../../src/providers/connections.ts';
+import { startFakeSes } from '../helpers/fake-ses.ts';
 
 const ctx = await createTestContext();
-const env = { DATABASE_URL: ctx.url, SECRET_KEY: TEST_SECRET_KEY };
+const ses = await startFakeSes();
+ses.quota.maxSendRate = 14;
+ses.quota.max24HourSend = 50000;
+const env = { DATABASE_URL: ctx.url, SECRET_KEY: TEST_SECRET_KEY, AWS_ENDPOINT_URL_SESV2: ses.url };
 
 test('migrate on an empty database, then again: {"applied": n}', async () => {
   const { url } = await createTestDatabase({ empty: true });
@@ -43,7 +47,14 @@ test('provider connect stores the secret encrypted; disconnect removes it', asyn
   const p = (await runCli(['project', 'create', '--name', 'ses'], env)).json();
   const out = await runCli(['provider', 'connect', '--project', p.id, '--region', 'eu-west-1', '--access-key-id', 'AKIAEXAMPLE', '--secret-access-key', 'very-secret-value', '--configuration-set', 'mailroom'], env);
   assert.equal(out.code, 0, out.stderr);
-  assert.deepEqual(out.json(), { project: p.id, provider: 'ses', region: 'eu-west-1' });
+  assert.deepEqual(out.json(), { project: p.id, provider: 'ses', region: 'eu-west-1', max_send_rate: 14, max_24_hour_send: 50000 });
+  const [quota] = await ctx.sql`select max_send_rate, max_24_hour_send, rate_cap, quota_checked_at from provider_connections where project_id = ${p.id}`;
+  assert.equal(quota!.maxSendRate, 14);
+  assert.equal(quota!.max24HourSend, 50000);
+  assert.equal(quota!.rateCap, null);
+  assert.ok(quota!.quotaCheckedAt);
+  const capped = await runCli(['provider', 'connect', '--project', p.id, '--region', 'eu-west-1', '--access-key-id', 'AKIAEXAMPLE', '--secret-access-key', 'very-secret-value', '--configuration-set', 'mailroom', '--max-send-rate', '5'], env);
+  assert.equal(capped.json().max_send_rate, 5, 'the cap is lower than the account rate');
   const [row] = await ctx.sql`select secret_access_key_encrypted from provider_connections where project_id = ${p.id}`;
   assert.ok(!row!.secretAccessKeyEncrypted.toString('latin1').includes('very-secret-value'), 'encrypted at rest');
   const conn = await getProviderConnection(ctx.sql, ctx.config, p.id);
@@ -61,6 +72,7 @@ test('errors: one line on stderr, exit 1, nothing on stdout', async () => {
     ['key', 'revoke', 'key_missing'],
     ['project', 'create', '--name', 'x', '--bogus'],
     ['provider', 'connect', '--project', 'proj_x', '--region', 'mars', '--access-key-id', 'a', '--secret-access-key', 'b'],
+    ['provider', 'connect', '--project', 'proj_x', '--region', 'eu-west-1', '--access-key-id', 'a', '--secret-access-key', 'b', '--max-send-rate', 'fast'],
   ]) {
     const r = await runCli(args, env);
     assert.equal(r.code, 1, args.join(' '));
@@ -68,4 +80,13 @@ test('errors: one line on stderr, exit 1, nothing on stdout', async () => {
     assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
     assert.match(r.stderr, /^mailroom: /);
   }
+});
+
+test('provider connect refuses keys SES does not accept, and stores nothing', async () => {
+  const p = (await runCli(['project', 'create', '--name', 'bad keys'], env)).json();
+  const r = await runCli(['provider', 'connect', '--project', p.id, '--region', 'eu-west-1', '--access-key-id', 'a', '--secret-access-key', 'b'],
+    { ...env, AWS_ENDPOINT_URL_SESV2: 'http://127.0.0.1:9' });
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /^mailroom: SES GetAccount failed .*ses:GetAccount/);
+  assert.equal(await getProviderConnection(ctx.sql, ctx.config, p.id), undefined);
 });

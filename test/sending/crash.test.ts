@@ -1,42 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import { after } from 'node:test';
 import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
 import { testRedisUrl, REDIS_SKIP_REASON } from '../helpers/redis.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { insertEmail } from './fixtures.ts';
+import { freePort, startWorkerProcess, stopProcess } from '../helpers/worker-process.ts';
 
 const redisUrl = await testRedisUrl();
 const ctx = await createTestContext();
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-const children = new Set<ChildProcess>();
-after(() => { for (const child of children) child.kill('SIGKILL'); });
-
-/** The production worker entry point as its own process (one process, so SIGKILL is a real crash). */
-function startWorkerProcess(env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
-  child.on('exit', (code, signal) => {
-    children.delete(child);
-    if (code && signal === null) process.stderr.write(`# worker exited ${code}: ${stderr.slice(0, 2000)}\n`);
-  });
-  children.add(child);
-  return child;
-}
 
 const countBy = async (projectId: string) => {
   const rows = await ctx.sql<{ status: string; n: number }[]>`
@@ -63,15 +34,13 @@ test('a worker killed with SIGKILL mid-batch loses nothing: after a restart ever
   };
   const first = startWorkerProcess(env);
   await waitFor('the first worker to start sending', async () => ((await countBy(projectId)).sent ?? 0) >= 3, 30_000, 10);
-  first.kill('SIGKILL');
-  await new Promise((resolve) => (first.exitCode !== null || first.signalCode !== null ? resolve(null) : first.once('exit', resolve)));
+  await stopProcess(first, 'SIGKILL');
   const atCrash = await countBy(projectId);
   assert.ok((atCrash.sent ?? 0) < total, `the kill landed mid-batch (${JSON.stringify(atCrash)})`);
 
   const second = startWorkerProcess(env);
   await waitFor('every email to be sent after the restart', async () => (await countBy(projectId)).sent === total, 45_000, 100);
-  second.kill('SIGTERM');
-  await new Promise((resolve) => (second.exitCode !== null || second.signalCode !== null ? resolve(null) : second.once('exit', resolve)));
+  await stopProcess(second);
 
   // Each email has exactly one `sent` transition; a message cut off mid-SMTP may be caught twice (at least once).
   const events = await ctx.sql<{ emailId: string; n: number }[]>`

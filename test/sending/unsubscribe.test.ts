@@ -108,7 +108,7 @@ test('the unsubscribe routes need no API key and stay out of the OpenAPI documen
 
 test('List-Unsubscribe headers carry a working link when PUBLIC_BASE_URL is set, and are absent otherwise', async () => {
   const { projectId } = await ctx.tenant();
-  await connectProvider(ctx.sql, ctx.config, { projectId, region: 'us-east-1', accessKeyId: 'AKIDUNSUB', secretAccessKey: 'secret' });
+  await connectProvider(ctx.sql, ctx.config, { projectId, region: 'us-east-1', accessKeyId: 'AKIDUNSUB', secretAccessKey: 'secret', sendQuota: { maxSendRate: 100, max24HourSend: 50_000 } });
   const log = createLogger('silent');
   const withUrl = emailSendTask({ config: ctx.config, sql: ctx.sql, log });
   const withoutUrl = emailSendTask({ config: { ...ctx.config, publicBaseUrl: undefined }, sql: ctx.sql, log });

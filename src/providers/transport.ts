@@ -1,0 +1,46 @@
+import type { WorkerDeps } from '../interfaces.ts';
+import { getProviderConnection, type ProviderConnection } from './connections.ts';
+import { ProviderFailure } from './errors.ts';
+import { sendWithSes } from './ses.ts';
+import { sendToSink } from './sink-transport.ts';
+
+export type Envelope = { from: string; to: string[]; cc: string[]; bcc: string[] };
+
+/**
+ * Where an email goes: SES for a project with a provider connection, the built-in sink for the
+ * rest. Both take the composed MIME and answer the id the message is known by.
+ */
+export type Transport = {
+  provider: 'ses' | 'sink';
+  /** Whether sends must be spaced to the account's rate (the sink takes anything). */
+  paced: boolean;
+  send(raw: Buffer, envelope: Envelope): Promise<{ messageId: string }>;
+};
+
+/** The one place the transport is chosen. */
+export async function transportFor(deps: WorkerDeps, projectId: string, emailId: string): Promise<Transport> {
+  const { config, sql } = deps;
+  let conn: ProviderConnection | undefined;
+  try {
+    conn = await getProviderConnection(sql, config, projectId);
+  } catch (err) {
+    // AES-GCM refuses credentials sealed under another SECRET_KEY; only reconnecting fixes that.
+    if ((err as Error).message.includes('unable to authenticate')) {
+      throw new ProviderFailure('provider_auth_failed', 'The stored provider credentials cannot be decrypted (SECRET_KEY changed). Reconnect the project.');
+    }
+    throw err;
+  }
+  if (conn) {
+    const ses = conn;
+    return {
+      provider: 'ses',
+      paced: true,
+      send: (raw, e) => sendWithSes(config, ses, raw, { to: e.to, cc: e.cc, bcc: e.bcc }),
+    };
+  }
+  return {
+    provider: 'sink',
+    paced: false,
+    send: (raw, e) => sendToSink(config, { projectId, emailId, from: e.from, recipients: [...e.to, ...e.cc, ...e.bcc], raw }),
+  };
+}

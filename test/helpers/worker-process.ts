@@ -1,0 +1,37 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { after } from 'node:test';
+
+/** A loopback port free right now, for a child process's listener. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+const children = new Set<ChildProcess>();
+after(() => { for (const child of children) child.kill('SIGKILL'); });
+
+/** The production worker entry point as its own process (one process, so SIGKILL is a real crash). */
+export function startWorkerProcess(env: Record<string, string>): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
+  child.on('exit', (code, signal) => {
+    children.delete(child);
+    if (code && signal === null) process.stderr.write(`# worker exited ${code}: ${stderr.slice(0, 2000)}\n`);
+  });
+  children.add(child);
+  return child;
+}
+
+/** Sends the signal and waits for the process to be gone. */
+export async function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM') {
+  child.kill(signal);
+  await new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve(null) : child.once('exit', resolve)));
+}

@@ -1,0 +1,144 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
+import { startFakeSes } from '../helpers/fake-ses.ts';
+import { testRedisUrl, REDIS_SKIP_REASON } from '../helpers/redis.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { startTestWorker } from '../helpers/worker.ts';
+import { freePort, startWorkerProcess, stopProcess } from '../helpers/worker-process.ts';
+import { connectProvider } from '../../src/providers/connections.ts';
+import { claimEmail } from '../../src/emails/queries.ts';
+import { emailSendTask } from '../../src/emails/send.task.ts';
+import { createLogger } from '../../src/platform/log.ts';
+import { emailState, insertEmail, noHelpers } from './fixtures.ts';
+
+const redisUrl = await testRedisUrl();
+const ses = await startFakeSes();
+const ctx = await createTestContext({ env: { AWS_ENDPOINT_URL_SESV2: ses.url, EMAIL_RETRY_BASE_MS: '50' } });
+
+async function sesProject(name: string, quota: { maxSendRate: number; max24HourSend: number }) {
+  const { projectId } = await ctx.tenant(name);
+  await connectProvider(ctx.sql, ctx.config, { projectId, region: 'eu-west-1', accessKeyId: `AKID${name}`, secretAccessKey: 'secret', sendQuota: quota });
+  return projectId;
+}
+
+const statuses = async (projectId: string) => {
+  const rows = await ctx.sql<{ status: string; n: number; attempts: number }[]>`
+    select status, count(*)::int as n, max(attempt_count)::int as attempts from emails where project_id = ${projectId} group by status`;
+  return Object.fromEntries(rows.map((r) => [r.status, r])) as Record<string, { n: number; attempts: number }>;
+};
+
+function resetSes(maxSendRate: number, max24HourSend = 1_000_000) {
+  ses.accepted.length = 0;
+  ses.stats.throttled = 0;
+  ses.stats.quotaRefused = 0;
+  Object.assign(ses.quota, { maxSendRate, max24HourSend });
+}
+
+test('two worker processes together stay at the account rate: no second over it, no throttle', { skip: redisUrl ? false : REDIS_SKIP_REASON, timeout: 60_000 }, async () => {
+  // SES here would take any rate: what is measured is Mailroom's own pacing to the stored quota.
+  resetSes(1000);
+  const projectId = await sesProject('paced', { maxSendRate: 5, max24HourSend: 50_000 });
+  const total = 30;
+  for (let i = 0; i < total; i++) await insertEmail(ctx.sql, projectId, { subject: `Paced ${i}` });
+  const env = {
+    DATABASE_URL: ctx.url, SECRET_KEY: TEST_SECRET_KEY, REDIS_URL: redisUrl!, LOG_LEVEL: 'silent',
+    SINK_SMTP_HOST: '127.0.0.1', WORKER_CONCURRENCY: '8', AWS_ENDPOINT_URL_SESV2: ses.url,
+  };
+  const started = Date.now();
+  const workers = [
+    startWorkerProcess({ ...env, SINK_SMTP_PORT: String(await freePort()) }),
+    startWorkerProcess({ ...env, SINK_SMTP_PORT: String(await freePort()) }),
+  ];
+  await waitFor('every paced email to be sent', async () => (await statuses(projectId)).sent?.n === total, 40_000, 100);
+  const seconds = (Date.now() - started) / 1000;
+  await Promise.all(workers.map((w) => stopProcess(w)));
+  assert.ok(ses.peakPerSecond() <= 5, `at most 5 sends in any second, saw ${ses.peakPerSecond()}`);
+  assert.equal((await statuses(projectId)).sent!.attempts, 1);
+  assert.ok(seconds >= (total - 5) / 5, `30 sends at 5/s take at least 5 s, took ${seconds}`);
+});
+
+test('throttling fails nothing and costs no attempt; the pace is halved and the throttle counted', { timeout: 60_000 }, async () => {
+  resetSes(4);
+  // The connection believes in 40/s while SES allows 4: SES throttles, and Mailroom adapts.
+  const projectId = await sesProject('throttled', { maxSendRate: 40, max24HourSend: 50_000 });
+  const worker = await startTestWorker(ctx.config, ctx.sql);
+  for (let i = 0; i < 16; i++) await insertEmail(ctx.sql, projectId, { subject: `Throttled ${i}` });
+  await waitFor('every throttled email to be sent', async () => (await statuses(projectId)).sent?.n === 16, 40_000, 100);
+  await worker.stop();
+  const byStatus = await statuses(projectId);
+  assert.deepEqual(Object.keys(byStatus), ['sent']);
+  assert.equal(byStatus.sent!.attempts, 1, 'a throttle is not an attempt');
+  assert.ok(ses.stats.throttled > 0, 'SES did throttle');
+  const [view] = await ctx.sql<[{ throttlesLastHour: number; slowed: boolean; sendRate: number }]>`
+    select throttles_last_hour::int, slowed, send_rate from ops.providers where project_id = ${projectId}`;
+  assert.ok(view.throttlesLastHour > 0);
+  assert.equal(view.slowed, true);
+  assert.equal(view.sendRate, 20, 'half of 40 while slowed');
+});
+
+test('a spent daily quota keeps emails queued, without an attempt, until the window allows', async () => {
+  resetSes(100, 2);
+  const projectId = await sesProject('quota', { maxSendRate: 100, max24HourSend: 1000 });
+  const task = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
+  const ids = [];
+  for (let i = 0; i < 3; i++) ids.push(await insertEmail(ctx.sql, projectId, {}, false));
+  for (const id of ids) await task({ email_id: id, project_id: projectId }, noHelpers);
+  // SES refused the third: "Daily message quota exceeded".
+  assert.deepEqual((await Promise.all(ids.map((id) => emailState(ctx.sql, projectId, id)))).map((s) => [s.status, s.attemptCount]),
+    [['sent', 1], ['sent', 1], ['queued', 0]]);
+  assert.equal(ses.stats.quotaRefused, 1);
+  const [job] = await ctx.sql<[{ delay: number }]>`
+    select extract(epoch from run_at - now())::float8 as delay from graphile_worker.jobs where key = ${ids[2]!}`;
+  assert.ok(job.delay > 60, `re-run later, when the quota allows (${job.delay} s)`);
+
+  // Once SES's quota is known to be spent, Mailroom does not even ask.
+  await ctx.sql`update provider_connections set max_24_hour_send = 2 where project_id = ${projectId}`;
+  const before = ses.requests.length;
+  await task({ email_id: ids[2]!, project_id: projectId }, noHelpers);
+  assert.equal(ses.requests.length, before);
+  assert.deepEqual(await emailState(ctx.sql, projectId, ids[2]!).then((s) => [s.status, s.attemptCount]), ['queued', 0]);
+  const [view] = await ctx.sql<[{ sentLast24h: number; max24HourSend: number }]>`
+    select sent_last_24h::int, max_24_hour_send from ops.providers where project_id = ${projectId}`;
+  assert.deepEqual(view, { sentLast24h: 2, max24HourSend: 2 });
+  await ctx.sql`select graphile_worker.remove_job(${ids[2]!})`;
+});
+
+test('a send whose outcome is unknown is retried once, with the same Message-ID', async () => {
+  resetSes(100);
+  const projectId = await sesProject('unknown', { maxSendRate: 100, max24HourSend: 50_000 });
+  const worker = await startTestWorker(ctx.config, ctx.sql);
+  ses.answer({ acceptThenDrop: true });
+  const id = await insertEmail(ctx.sql, projectId);
+  await waitFor('the retried email to be sent', async () => (await emailState(ctx.sql, projectId, id)).status === 'sent', 15_000);
+  await worker.stop();
+  const sends = ses.requests.filter((r) => r.raw.includes(id));
+  assert.equal(sends.length, 2, 'one retry');
+  const messageIds = sends.map((r) => /^Message-ID: (.+)\r$/im.exec(r.raw)?.[1]);
+  assert.equal(messageIds[0], `<${id}@example.com>`);
+  assert.equal(messageIds[1], messageIds[0]);
+  assert.equal(ses.accepted.length, 2, 'SES got it twice: delivery is at least once');
+});
+
+test('a second claimer finds the live lease and sends nothing; a dead pool\'s lease is taken over', async () => {
+  resetSes(100);
+  const projectId = await sesProject('lease', { maxSendRate: 100, max24HourSend: 50_000 });
+  const id = await insertEmail(ctx.sql, projectId, {}, false);
+  await ctx.sql`insert into worker_heartbeats (pool_id, hostname, pid) values ('live-pool', 'test', 1)`;
+  const held = await claimEmail(ctx.sql, projectId, id, { owner: 'live-pool/a', seconds: 45, deadAfterSeconds: 30 });
+  assert.ok(held);
+  const task = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
+  const before = ses.requests.length;
+  await task({ email_id: id, project_id: projectId }, noHelpers);
+  assert.equal(ses.requests.length, before, 'nothing was sent');
+  assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['sending', 1]);
+  const [job] = await ctx.sql<[{ delay: number }?]>`
+    select extract(epoch from run_at - now())::float8 as delay from graphile_worker.jobs where key = ${id}`;
+  assert.ok(job && job.delay > 40 && job.delay < 50, 'looked at again when the lease ends');
+
+  // The holder's pool stops heartbeating: its lease no longer protects the email.
+  await ctx.sql`update worker_heartbeats set last_seen_at = now() - interval '1 hour' where pool_id = 'live-pool'`;
+  await task({ email_id: id, project_id: projectId }, noHelpers);
+  assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['sent', 2]);
+  await ctx.sql`select graphile_worker.remove_job(${id})`;
+});
