@@ -3,7 +3,7 @@ import { DeleteMessageBatchCommand, ReceiveMessageCommand, SQSClient, type Messa
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
-import { listQueueConnections, type ProviderConnection } from '../providers/connections.ts';
+import { CONNECTIONS_CHANNEL, listQueueConnections, type ProviderConnection } from '../providers/connections.ts';
 import { ingestSesRecord } from './ingest.ts';
 import { unwrapSesRecord } from './normalise.ts';
 
@@ -142,7 +142,7 @@ export async function startSqsPolling(deps: Deps, options: SqsPollOptions = {}) 
   let closed = false;
 
   const refresh = async () => {
-    const connections = await listQueueConnections(deps.sql, deps.config);
+    const connections = await listQueueConnections(deps.sql, deps.config, deps.log);
     if (closed) return;
     const wanted = new Set<string>();
     for (const conn of connections) {
@@ -163,16 +163,23 @@ export async function startSqsPolling(deps: Deps, options: SqsPollOptions = {}) 
 
   let refreshing = refresh().catch((err) => deps.log.error({ err: (err as Error).message }, 'could not list event queues'));
   await refreshing;
-  const timer = setInterval(() => {
+  const refreshSoon = () => {
+    if (closed) return;
     refreshing = refreshing
       .then(refresh)
       .catch((err) => deps.log.error({ err: (err as Error).message }, 'could not list event queues'));
-  }, opts.refreshMs);
+  };
+  // A connect or disconnect anywhere is announced, so polling follows at once; the timer is the
+  // fallback for a notification missed while the listening connection was down.
+  const listening = await deps.sql.listen(CONNECTIONS_CHANNEL, refreshSoon, refreshSoon)
+    .catch((err) => { deps.log.warn({ err: (err as Error).message }, 'cannot listen for connection changes; refreshing on a timer only'); return undefined; });
+  const timer = setInterval(refreshSoon, opts.refreshMs);
 
   return {
     async close() {
       closed = true;
       clearInterval(timer);
+      await listening?.unlisten().catch(() => {});
       await refreshing;
       await Promise.all([...pollers.values()].map((p) => p.stop()));
       pollers.clear();

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { startSqsPolling } from '../../src/events/sqs-poll.ts';
 import { ingestCounters } from '../../src/events/ingest.ts';
 import { createLogger } from '../../src/platform/log.ts';
-import { connectProvider } from '../../src/providers/connections.ts';
+import { connectProvider, disconnectProvider } from '../../src/providers/connections.ts';
 import { startWorkerServices } from '../../src/tasks.ts';
 import { createTestContext, testConfig } from '../helpers/app.ts';
 import { startFakeSqs } from '../helpers/fake-sqs.ts';
@@ -188,5 +188,30 @@ test('the worker polls only when EVENT_INGESTION=queue', async () => {
     await waitFor('event recorded by the worker service', async () => (await eventCount(t.projectId)) === 1, 25_000);
   } finally {
     for (const [, close] of services) await close();
+  }
+});
+
+test('a connect starts polling within 5 s and a disconnect stops it, with no refresh timer to help', async () => {
+  const polling = await startSqsPolling({ config, sql, log }, { ...FAST, refreshMs: 600_000 });
+  try {
+    // A connection sealed under another SECRET_KEY is skipped, and stops nobody else.
+    const broken = await ctx.tenant('sealed elsewhere');
+    await connectProvider(sql, { ...config, secretKey: 'another-secret-key-that-is-long-enough-0123' }, {
+      projectId: broken.projectId, region: 'us-east-1', accessKeyId: 'AKIDOLD', secretAccessKey: 'old', eventsQueueUrl: sqs.createQueue('sealed-elsewhere'),
+    });
+    const t = await connectedProject();
+    const email = await sentEmail(sql, t.projectId);
+    const connectedAt = Date.now();
+    sqs.send(t.queueUrl, snsEnvelope(ses.delivery(email.providerMessageId)));
+    await waitFor('the new queue to be polled', async () => (await eventCount(t.projectId)) === 1, 5_000);
+    assert.ok(Date.now() - connectedAt < 5_000);
+
+    await disconnectProvider(sql, t.projectId);
+    await new Promise((r) => setTimeout(r, 1_500));
+    sqs.send(t.queueUrl, snsEnvelope(ses.delivery(email.providerMessageId)));
+    await new Promise((r) => setTimeout(r, 2_000));
+    assert.equal(sqs.remaining(t.queueUrl), 1, 'nobody polls a disconnected project\'s queue');
+  } finally {
+    await polling.close();
   }
 });
