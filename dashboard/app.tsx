@@ -4,6 +4,7 @@ import { ServiceError } from '../src/platform/errors.ts';
 import { csrfValid, provideCsrf } from './csrf.ts';
 import { BASE, type DashEnv } from './env.ts';
 import { errorPage } from './render.tsx';
+import { isWellFormedId } from '../src/platform/ids.ts';
 import { registerAuthRoutes } from './routes/auth.tsx';
 import { registerProjectRoutes } from './routes/projects.tsx';
 import { registerKeyRoutes } from './routes/keys.tsx';
@@ -51,7 +52,9 @@ const requireLogin: MiddlewareHandler<DashEnv> = async (c, next) => {
 };
 
 const loadProject: MiddlewareHandler<DashEnv> = async (c, next) => {
-  const project = await getProject(c.var.deps.sql, c.req.param('projectId') ?? '');
+  const project = isWellFormedId('project', c.req.param('projectId') ?? '')
+    ? await getProject(c.var.deps.sql, c.req.param('projectId')!)
+    : undefined;
   if (!project) return errorPage(c, 404, 'Not found', 'There is no such project.');
   c.set('project', project);
   await next();

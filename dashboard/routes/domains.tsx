@@ -7,6 +7,7 @@ import { BASE, type DashEnv } from '../env.ts';
 import { DomainsPage } from '../pages/domains.tsx';
 import { EmailsPage } from '../pages/emails.tsx';
 import { base, field, render } from '../render.tsx';
+import { urlId } from '../params.ts';
 
 /** Domains (statuses and DNS records, add and check through the service) and the read-only email log. */
 export function registerDomainRoutes(app: Hono<DashEnv>) {
@@ -28,7 +29,7 @@ export function registerDomainRoutes(app: Hono<DashEnv>) {
   });
 
   app.post('/projects/:projectId/domains/:domainId/check', async (c) => {
-    await checkDomain(c.var.deps.sql, c.var.deps.config, c.req.param('domainId'), c.var.project.id);
+    await checkDomain(c.var.deps.sql, c.var.deps.config, urlId(c, 'domainId', 'domain'), c.var.project.id);
     return c.redirect(`${BASE}/projects/${c.var.project.id}/domains`, 303);
   });
 

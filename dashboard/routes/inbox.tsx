@@ -3,6 +3,7 @@ import { deleteSinkMessages, getSinkMessage, listSinkMessages } from '../../src/
 import { BASE, type DashEnv } from '../env.ts';
 import { InboxPage, MessagePage } from '../pages/inbox.tsx';
 import { base, errorPage, render } from '../render.tsx';
+import { urlId } from '../params.ts';
 
 /**
  * The caught HTML's own policy: no script, no network, and `sandbox` so even a top-level visit
@@ -22,13 +23,13 @@ export function registerInboxRoutes(app: Hono<DashEnv>) {
   });
 
   app.get('/projects/:projectId/inbox/:messageId', async (c) => {
-    const message = await getSinkMessage(c.var.deps.sql, c.var.project.id, c.req.param('messageId'));
+    const message = await getSinkMessage(c.var.deps.sql, c.var.project.id, urlId(c, 'messageId', 'sinkMessage'));
     if (!message) return errorPage(c, 404, 'Not found', 'There is no such message in this inbox.');
     return render(c, <MessagePage {...base(c)} message={message} />);
   });
 
   app.get('/projects/:projectId/inbox/:messageId/html', async (c) => {
-    const message = await getSinkMessage(c.var.deps.sql, c.var.project.id, c.req.param('messageId'));
+    const message = await getSinkMessage(c.var.deps.sql, c.var.project.id, urlId(c, 'messageId', 'sinkMessage'));
     if (!message || message.html === null) return errorPage(c, 404, 'Not found', 'This message has no HTML part.');
     c.header('Content-Security-Policy', CAUGHT_HTML_CSP);
     c.header('Content-Type', 'text/html; charset=utf-8');

@@ -5,6 +5,7 @@ import { ServiceError } from '../../src/platform/errors.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { KeyCreatedPage, KeysPage } from '../pages/keys.tsx';
 import { base, field, render } from '../render.tsx';
+import { urlId } from '../params.ts';
 
 export function registerKeyRoutes(app: Hono<DashEnv>) {
   app.get('/projects/:projectId/keys', async (c) => {
@@ -27,7 +28,7 @@ export function registerKeyRoutes(app: Hono<DashEnv>) {
   });
 
   app.post('/projects/:projectId/keys/:keyId/revoke', async (c) => {
-    await revokeApiKey(c.var.deps.sql, c.req.param('keyId'), c.var.project.id);
+    await revokeApiKey(c.var.deps.sql, urlId(c, 'keyId', 'key'), c.var.project.id);
     return c.redirect(`${BASE}/projects/${c.var.project.id}/keys`, 303);
   });
 }

@@ -5,10 +5,11 @@ import { createEndpoint, getEndpointSecret, updateEndpoint } from '../../src/web
 import { BASE, type DashEnv } from '../env.ts';
 import { WebhookPage, WebhooksPage } from '../pages/webhooks.tsx';
 import { base, errorPage, field, render } from '../render.tsx';
+import { urlId } from '../params.ts';
 
 /** The endpoint of this project named in the URL, or a 404 page. */
 async function endpointOf(c: Context<DashEnv>) {
-  return getEndpoint(c.var.deps.sql, c.var.project.id, c.req.param('endpointId') ?? '');
+  return getEndpoint(c.var.deps.sql, c.var.project.id, urlId(c, 'endpointId', 'webhook'));
 }
 
 const notFound = (c: Context<DashEnv>) => errorPage(c, 404, 'Not found', 'There is no such webhook endpoint in this project.');

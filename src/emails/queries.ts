@@ -1,12 +1,14 @@
 import type { Sql, TxSql } from '../platform/db.ts';
-import type { EmailRow, EmailStatus } from './schemas.ts';
+import type { EmailRow, EmailStatus, EmailWithBodies } from './schemas.ts';
 import type { EmailContent } from './compose.ts';
 
+/** The columns every read of an email shows; the bodies are added only where one email is read. */
+const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
+  headers, provider_message_id, sent_at, delivered_at, last_error, created_at`;
+
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
-  const [row] = await sql<[EmailRow?]>`
-    select id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject, html, text,
-           headers, provider_message_id, sent_at, delivered_at, last_error, created_at
-    from emails where id = ${emailId} and project_id = ${projectId}`;
+  const [row] = await sql<[EmailWithBodies?]>`
+    select ${EMAIL_COLUMNS(sql)}, html, text from emails where id = ${emailId} and project_id = ${projectId}`;
   return row;
 }
 
@@ -22,8 +24,7 @@ export async function listEmails(
   opts: { limit: number; startingAfter?: string; status?: EmailStatus },
 ) {
   const rows = await sql<EmailRow[]>`
-    select id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject, html, text,
-           headers, provider_message_id, sent_at, delivered_at, last_error, created_at
+    select ${EMAIL_COLUMNS(sql)}
     from emails
     where project_id = ${projectId}
       ${opts.status ? sql`and status = ${opts.status}` : sql``}

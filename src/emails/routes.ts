@@ -1,10 +1,11 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { ApiError, errorResponses } from '../http/errors.ts';
+import { ApiError, errorResponses, requireId } from '../http/errors.ts';
+import { isWellFormedId } from '../platform/ids.ts';
 import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
 import { readJsonBody } from '../http/body.ts';
 import { newId } from '../platform/ids.ts';
-import { EMAIL_STATUSES, EmailList, EmailResponse, toEmailResponse } from './schemas.ts';
+import { EMAIL_STATUSES, EmailList, EmailResponse, toEmailListItem, toEmailResponse } from './schemas.ts';
 import * as q from './queries.ts';
 import { IdempotencyHeaders, SendEmailRequest, SendEmailResponse, parseIdempotencyKey, parseSendRequest } from './validate.ts';
 import { assertMessageSize } from './message-size.ts';
@@ -101,15 +102,16 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
     const { limit, starting_after: startingAfter, status } = c.req.valid('query');
     const projectId = c.var.projectId;
     const sql = c.var.deps.sql;
-    if (startingAfter && !(await q.emailExists(sql, projectId, startingAfter))) {
+    if (startingAfter && !(isWellFormedId('email', startingAfter) && await q.emailExists(sql, projectId, startingAfter))) {
       throw new ApiError('not_found', 'starting_after does not name an email of this project.');
     }
     const page = await q.listEmails(sql, projectId, { limit, startingAfter, status });
-    return c.json({ data: page.rows.map(toEmailResponse), has_more: page.hasMore }, 200);
+    return c.json({ data: page.rows.map(toEmailListItem), has_more: page.hasMore }, 200);
   });
 
   app.openapi(getEmail, async (c) => {
-    const row = await q.getEmail(c.var.deps.sql, c.var.projectId, c.req.valid('param').email_id);
+    const emailId = requireId('email', c.req.valid('param').email_id, 'Email not found.');
+    const row = await q.getEmail(c.var.deps.sql, c.var.projectId, emailId);
     if (!row) throw new ApiError('not_found', 'Email not found.');
     return c.json(toEmailResponse(row), 200);
   });

@@ -23,8 +23,11 @@ export const EmailResponse = z
   })
   .openapi('EmailResponse');
 
+/** A list item: the email without its bodies, which only `GET /v1/emails/{id}` returns. */
+export const EmailListItem = EmailResponse.omit({ html: true, text: true }).openapi('EmailListItem');
+
 export const EmailList = z
-  .object({ data: z.array(EmailResponse), has_more: z.boolean() })
+  .object({ data: z.array(EmailListItem), has_more: z.boolean() })
   .openapi('EmailList');
 
 export type EmailRow = {
@@ -35,8 +38,6 @@ export type EmailRow = {
   ccAddresses: string[];
   replyToAddresses: string[];
   subject: string;
-  html: string | null;
-  text: string | null;
   headers: Record<string, string>;
   providerMessageId: string | null;
   sentAt: Date | null;
@@ -47,8 +48,10 @@ export type EmailRow = {
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
+export type EmailWithBodies = EmailRow & { html: string | null; text: string | null };
+
 /** The one mapping from a stored email to what callers see; bcc and attachments never leave. */
-export function toEmailResponse(row: EmailRow): z.infer<typeof EmailResponse> {
+export function toEmailListItem(row: EmailRow): z.infer<typeof EmailListItem> {
   return {
     id: row.id,
     status: row.status,
@@ -58,12 +61,14 @@ export function toEmailResponse(row: EmailRow): z.infer<typeof EmailResponse> {
     reply_to: row.replyToAddresses,
     subject: row.subject,
     created_at: row.createdAt.toISOString(),
-    html: row.html,
-    text: row.text,
     headers: row.headers,
     provider_message_id: row.providerMessageId,
     sent_at: iso(row.sentAt),
     delivered_at: iso(row.deliveredAt),
     last_error: row.lastError,
   };
+}
+
+export function toEmailResponse(row: EmailWithBodies): z.infer<typeof EmailResponse> {
+  return { ...toEmailListItem(row), html: row.html, text: row.text };
 }

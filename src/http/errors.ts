@@ -1,4 +1,5 @@
 import { z } from '@hono/zod-openapi';
+import { isWellFormedId } from '../platform/ids.ts';
 import type { ZodError } from 'zod';
 
 /** Stable error types callers branch on; each has one status. */
@@ -139,4 +140,14 @@ export function errorResponses<S extends keyof typeof DESCRIPTIONS>(...statuses:
     };
   }
   return out;
+}
+
+/**
+ * An id from a path or cursor that cannot name anything (wrong prefix, not 26 Crockford base32
+ * characters, control bytes) is not found, the same answer as an id of another project, and it
+ * never reaches a query.
+ */
+export function requireId(kind: Parameters<typeof isWellFormedId>[0], value: string, message: string): string {
+  if (!isWellFormedId(kind, value)) throw new ApiError('not_found', message);
+  return value;
 }

@@ -1,5 +1,6 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { ApiError, errorResponses } from '../http/errors.ts';
+import { ApiError, errorResponses, requireId } from '../http/errors.ts';
+import { isWellFormedId } from '../platform/ids.ts';
 import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
 import { SinkMessageList, SinkMessageResponse, toSinkMessage, toSinkSummary } from './schemas.ts';
@@ -55,7 +56,7 @@ export function registerSinkRoutes(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async (c) => {
     const { limit, starting_after: startingAfter } = c.req.valid('query');
     const { sql } = c.var.deps;
-    if (startingAfter && !(await store.sinkMessageExists(sql, c.var.projectId, startingAfter))) {
+    if (startingAfter && !(isWellFormedId('sinkMessage', startingAfter) && await store.sinkMessageExists(sql, c.var.projectId, startingAfter))) {
       throw new ApiError('not_found', 'starting_after does not name a sink message of this project.');
     }
     const page = await store.listSinkMessages(sql, c.var.projectId, { limit, startingAfter });
@@ -63,7 +64,8 @@ export function registerSinkRoutes(app: OpenAPIHono<AppEnv>) {
   });
 
   app.openapi(get, async (c) => {
-    const row = await store.getSinkMessage(c.var.deps.sql, c.var.projectId, c.req.valid('param').message_id);
+    const messageId = requireId('sinkMessage', c.req.valid('param').message_id, 'Sink message not found.');
+    const row = await store.getSinkMessage(c.var.deps.sql, c.var.projectId, messageId);
     if (!row) throw new ApiError('not_found', 'Sink message not found.');
     return c.json(toSinkMessage(row), 200);
   });

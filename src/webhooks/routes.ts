@@ -1,5 +1,5 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { ApiError, errorResponses } from '../http/errors.ts';
+import { ApiError, errorResponses, requireId } from '../http/errors.ts';
 import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
 import { WebhookDeliveryList, WebhookEndpointList, toDeliveryResponse, toEndpointResponse } from './schemas.ts';
@@ -44,7 +44,7 @@ export function registerWebhookRoutes(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(deliveries, async (c) => {
     const { sql } = c.var.deps;
-    const { endpoint_id: endpointId } = c.req.valid('param');
+    const endpointId = requireId('webhook', c.req.valid('param').endpoint_id, 'Webhook endpoint not found.');
     if (!(await q.getEndpoint(sql, c.var.projectId, endpointId))) throw new ApiError('not_found', 'Webhook endpoint not found.');
     const rows = await q.listRecentDeliveries(sql, c.var.projectId, endpointId);
     return c.json({ data: rows.map(toDeliveryResponse) }, 200);

@@ -32,7 +32,7 @@ test('GET /v1/emails lists newest first with the default limit', async () => {
   assert.deepEqual(e.cc, []);
   assert.deepEqual(e.reply_to, []);
   assert.deepEqual(e.headers, { 'X-Tag': 'one' });
-  assert.equal(e.html, null);
+  assert.ok(!('html' in e) && !('text' in e), 'list items carry no bodies');
   assert.equal(e.delivered_at, null);
   assert.ok(!('bcc' in e) && !JSON.stringify(body).includes('secret@x.test'), 'bcc never returned');
 });
@@ -87,7 +87,10 @@ test('a foreign or unknown cursor is 404, not an empty page', async () => {
 test('GET /v1/emails/{id}: own 200, foreign and unknown 404 (never 403)', async () => {
   const own = await ctx.call(A.key, `/v1/emails/${aIds[0]}`);
   assert.equal(own.status, 200);
-  assert.equal((await own.json()).id, aIds[0]);
+  const body = await own.json();
+  assert.equal(body.id, aIds[0]);
+  assert.equal(body.text, 'Hi', 'one email is read with its bodies');
+  assert.equal(body.html, null);
   for (const id of [bId, 'email_01ARZ3NDEKTSV4RRFFQ69G5FAV']) {
     const res = await ctx.call(A.key, `/v1/emails/${id}`);
     assert.equal(res.status, 404);

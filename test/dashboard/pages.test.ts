@@ -202,5 +202,8 @@ test('emails and domains pages list the project\'s rows, escaped; domain add wit
 
 test('unknown project or page is a 404 page', async () => {
   assert.equal((await b.get('/dashboard/projects/proj_nope/keys')).res.status, 404);
+  for (const path of ['/dashboard/projects/proj_%00/keys', `${P}/inbox/msg_%00`, `${P}/webhooks/wh_%00`, `${P}/inbox/msg_01ARZ3NDEKTSV4RRFFQ69G5FA`]) {
+    assert.equal((await b.get(path)).res.status, 404, path);
+  }
   assert.equal((await b.get('/dashboard/nope')).res.status, 404);
 });
