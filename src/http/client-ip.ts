@@ -25,14 +25,19 @@ function trusted(address: string | undefined, trustProxy: boolean | string[]): b
   }
 }
 
-/** The caller's address: the socket peer, or the forwarded client when the peer is a trusted proxy. */
+/**
+ * The caller's address: the socket peer, or, when the peer is a trusted proxy, the rightmost
+ * X-Forwarded-For entry that is not itself a trusted proxy. Entries further left were written by
+ * the client and prove nothing. `TRUST_PROXY=true` trusts the connecting proxy only.
+ */
 export function clientIp(c: Context, trustProxy: boolean | string[]): string {
   const peer = peerAddress(c);
-  if (trusted(peer, trustProxy)) {
-    const forwarded = c.req.header('x-forwarded-for')?.split(',')[0]?.trim();
-    if (forwarded) return forwarded;
+  if (!trusted(peer, trustProxy)) return peer ?? 'unknown';
+  const hops = (c.req.header('x-forwarded-for') ?? '').split(',').map((h) => h.trim()).filter(Boolean);
+  for (let i = hops.length - 1; i >= 0; i--) {
+    if (trustProxy === true || !trusted(hops[i], trustProxy)) return hops[i]!;
   }
-  return peer ?? 'unknown';
+  return hops[0] ?? peer ?? 'unknown';
 }
 
 /** Whether the request arrived over https, directly or through a trusted proxy. */
