@@ -12,6 +12,8 @@ import { registerWebhookRoutes } from './routes/webhooks.tsx';
 import { registerDomainRoutes } from './routes/domains.tsx';
 import { registerInboxRoutes } from './routes/inbox.tsx';
 import { currentSession } from './session.ts';
+import { readBoundedBody } from '../src/http/body.ts';
+import { ApiError } from '../src/http/errors.ts';
 
 /**
  * Pages may load only their own styles and same-origin frames; nothing may frame them, and no
@@ -31,6 +33,26 @@ const securityHeaders: MiddlewareHandler<DashEnv> = async (c, next) => {
   // same-origin, not no-referrer: under no-referrer browsers send `Origin: null` on form posts.
   c.header('Referrer-Policy', 'same-origin');
   c.header('Cache-Control', 'no-store');
+};
+
+/** Forms are small; anything larger is refused before a session or CSRF token is looked at. */
+export const DASHBOARD_MAX_BODY_BYTES = 64 * 1024;
+
+/**
+ * Reads every request body first, at most 64 KiB: a larger Content-Length is refused unread, and
+ * a chunked body is abandoned the moment it passes the limit. What was read is handed on.
+ */
+const boundedBody: MiddlewareHandler<DashEnv> = async (c, next) => {
+  if (c.req.method === 'GET' || c.req.method === 'HEAD' || !c.req.raw.body) return next();
+  let bytes: Buffer;
+  try {
+    bytes = await readBoundedBody(c.req.raw, DASHBOARD_MAX_BODY_BYTES);
+  } catch (err) {
+    if (err instanceof ApiError) return errorPage(c, 413, 'Too large', 'The form was larger than the dashboard accepts.');
+    return errorPage(c, 400, 'Bad request', 'The form could not be read.');
+  }
+  c.req.raw = new Request(c.req.raw, { body: new Uint8Array(bytes) });
+  await next();
 };
 
 const loadSession: MiddlewareHandler<DashEnv> = async (c, next) => {
@@ -63,7 +85,7 @@ const loadProject: MiddlewareHandler<DashEnv> = async (c, next) => {
 /** The owner's dashboard, mounted at /dashboard by the HTTP app. */
 export function createDashboard() {
   const app = new Hono<DashEnv>();
-  app.use('*', securityHeaders, loadSession, provideCsrf, checkCsrf);
+  app.use('*', securityHeaders, boundedBody, loadSession, provideCsrf, checkCsrf);
   registerAuthRoutes(app);
   app.use('*', requireLogin);
   registerProjectRoutes(app);

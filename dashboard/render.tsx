@@ -3,7 +3,7 @@ import type { Child } from 'hono/jsx';
 import type { DashEnv } from './env.ts';
 import { ErrorPage } from './pages/auth.tsx';
 
-export function errorPage(c: Context<DashEnv>, status: 400 | 401 | 403 | 404 | 409 | 422 | 429, title: string, message: string) {
+export function errorPage(c: Context<DashEnv>, status: 400 | 401 | 403 | 404 | 409 | 413 | 422 | 429, title: string, message: string) {
   return c.html(<ErrorPage csrf={c.var.csrf ?? ''} email={c.var.session?.email} title={title} message={message} />, status);
 }
 

@@ -6,10 +6,10 @@ import type { Sql, TxSql } from '../platform/db.ts';
 import { findConnectionByTopicArn } from '../providers/connections.ts';
 import { ingestSesRecord } from './ingest.ts';
 import { createSnsFetch, type SnsFetch } from './sns-fetch.ts';
-import { isSnsUrl, SnsMessage, verifySnsSignature } from './sns-verify.ts';
+import { isSnsUrl, SnsMessage, topicRegion, verifySnsSignature } from './sns-verify.ts';
 
-/** SNS messages are at most 256 KiB; the envelope adds a little. */
-const MAX_BODY_BYTES = 512 * 1024;
+/** The most a notification may be; SNS messages are at most 256 KiB. */
+const MAX_BODY_BYTES = 256 * 1024;
 
 let defaultFetch: SnsFetch | undefined;
 
@@ -47,7 +47,7 @@ export function registerSnsPushRoute(app: OpenAPIHono<AppEnv>) {
       const parsed = SnsMessage.safeParse(parseJson(await c.req.text()));
       if (!parsed.success) throw invalid('Not a signed SNS message.');
       const msg = parsed.data;
-      if (!isSnsUrl(msg.SigningCertURL, { pem: true })) throw invalid();
+      if (!isSnsUrl(msg.SigningCertURL, { pem: true, region: topicRegion(msg.TopicArn) })) throw invalid();
       const conn = await findConnectionByTopicArn(sql, config, msg.TopicArn);
       if (!conn) throw invalid();
 
@@ -60,7 +60,7 @@ export function registerSnsPushRoute(app: OpenAPIHono<AppEnv>) {
       const projectId = conn.projectId;
 
       if (msg.Type === 'SubscriptionConfirmation') {
-        if (!isSnsUrl(msg.SubscribeURL)) throw invalid('SubscribeURL is not an SNS address.');
+        if (!isSnsUrl(msg.SubscribeURL, { region: topicRegion(msg.TopicArn) })) throw invalid('SubscribeURL is not an SNS address.');
         const [seen] = await sql`select 1 from sns_messages where message_id = ${msg.MessageId}`;
         if (!seen) {
           try {

@@ -20,13 +20,19 @@ export type SnsMessage = z.infer<typeof SnsMessage>;
 /** Returns the PEM certificate at an already-validated SigningCertURL. */
 export type CertFetcher = (url: string) => Promise<string>;
 
-const SNS_HOST = /^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$/;
+/** The region of an SNS topic ARN (`arn:aws:sns:REGION:ACCOUNT:NAME`), or undefined. */
+export function topicRegion(topicArn: string | undefined): string | undefined {
+  const region = topicArn?.split(':')[3];
+  return region && /^[a-z]{2}(-[a-z]+)+-\d$/.test(region) ? region : undefined;
+}
 
 /**
- * Only AWS's own SNS hosts may supply the certificate or receive our confirmation; anything
- * else would let a forger sign with a key of their choosing, or make us fetch arbitrary URLs.
+ * Only the SNS host of the topic's own region may supply the certificate or receive our
+ * confirmation; anything else would let a forger sign with a key of their choosing, or make us
+ * fetch arbitrary URLs.
  */
-export function isSnsUrl(value: string | undefined, opts: { pem?: boolean } = {}): boolean {
+export function isSnsUrl(value: string | undefined, opts: { region: string | undefined; pem?: boolean }): boolean {
+  if (!value || !opts.region) return false;
   if (!value) return false;
   let url: URL;
   try {
@@ -35,7 +41,8 @@ export function isSnsUrl(value: string | undefined, opts: { pem?: boolean } = {}
     return false;
   }
   if (url.protocol !== 'https:' || url.port !== '' || url.username || url.password) return false;
-  if (!SNS_HOST.test(url.hostname)) return false;
+  const host = `sns.${opts.region}.amazonaws.com`;
+  if (url.hostname !== host && url.hostname !== `${host}.cn`) return false;
   return !opts.pem || url.pathname.endsWith('.pem');
 }
 
@@ -59,7 +66,7 @@ export function canonicalString(msg: SnsMessage): string {
  * the certificate is thrown, not returned as false, so the caller can log why.
  */
 export async function verifySnsSignature(msg: SnsMessage, fetchCert: CertFetcher): Promise<boolean> {
-  if (!isSnsUrl(msg.SigningCertURL, { pem: true })) return false;
+  if (!isSnsUrl(msg.SigningCertURL, { pem: true, region: topicRegion(msg.TopicArn) })) return false;
   const pem = await fetchCert(msg.SigningCertURL);
   let cert: X509Certificate;
   try {

@@ -116,7 +116,11 @@ test('anything unverifiable answers 403 invalid_signature and records nothing', 
   assert.equal(signer.fetcher.certRequests.length, requestsBefore, 'no certificate is fetched from a URL that is not SNS');
 
   await assertRejected(await post(signer.notification('arn:aws:sns:us-east-1:123456789012:someone-elses', record)), 'unknown TopicArn');
-  await assertRejected(await post(signer.notification(TOPIC, record, { certUrl: 'https://sns.eu-west-1.amazonaws.com/missing.pem' })), 'certificate unreachable');
+  await assertRejected(await post(signer.notification(TOPIC, record, { certUrl: 'https://sns.us-east-1.amazonaws.com/missing.pem' })), 'certificate unreachable');
+  // A real SNS host, but of another region than the topic's: a forger could run a topic there.
+  signer.serveCert('https://sns.eu-west-1.amazonaws.com/other-region.pem', forger.certPem);
+  const otherRegion = 'https://sns.eu-west-1.amazonaws.com/other-region.pem';
+  await assertRejected(await post(signer.sign(signer.notification(TOPIC, record, { certUrl: otherRegion }), { certUrl: otherRegion, keyPem: forger.keyPem })), 'certificate of another region');
 
   for (const [what, body] of [
     ['not JSON', '{"Type": "Notification", '],
@@ -130,7 +134,7 @@ test('anything unverifiable answers 403 invalid_signature and records nothing', 
   }
   assert.equal((await eventsOf(sql, t.projectId, email.id)).length, 0);
 
-  const huge = await post({ ...good, Message: 'x'.repeat(600 * 1024) });
+  const huge = await post({ ...good, Message: 'x'.repeat(257 * 1024) });
   assert.equal(huge.status, 413);
   assert.equal((await huge.json() as { error: { type: string } }).error.type, 'payload_too_large');
 });
