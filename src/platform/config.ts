@@ -63,6 +63,7 @@ const schema = z.object({
   SINK_SMTP_HOST: z.string().trim().min(1).default('127.0.0.1'),
   SINK_SMTP_PORT: intIn(0, 65535).default(1025),
   SINK_MAX_MESSAGES: intIn(1, 10_000_000).default(5000),
+  SINK_MAX_BYTES: intIn(1024 * 1024, Number.MAX_SAFE_INTEGER).default(256 * 1024 * 1024),
   WORKER_CONCURRENCY: intIn(1, 1000).default(8),
   // A pool silent this long is presumed dead and its locked jobs are released; tests shorten it.
   WORKER_DEAD_AFTER_SECONDS: intIn(3, 86_400).default(30),
@@ -134,6 +135,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
     sinkSmtpHost: e.SINK_SMTP_HOST,
     sinkSmtpPort: e.SINK_SMTP_PORT,
     sinkMaxMessages: e.SINK_MAX_MESSAGES,
+    sinkMaxBytes: e.SINK_MAX_BYTES,
     workerConcurrency: e.WORKER_CONCURRENCY,
     workerDeadAfterSeconds: e.WORKER_DEAD_AFTER_SECONDS,
     logLevel: e.LOG_LEVEL,

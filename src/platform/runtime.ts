@@ -83,7 +83,11 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   }
 
   if (role !== 'api') {
-    const worker = await startWorkerRole({ config, sql, log });
+    const worker = await startWorkerRole({ config, sql, log }).catch((err: unknown) => {
+      if (!(err instanceof ConfigError)) throw err;
+      process.stderr.write(`mailroom: ${err.message}\n`);
+      process.exit(1);
+    });
     steps.push(...worker.steps);
     log.info({ concurrency: config.workerConcurrency, pool: worker.poolId }, 'worker running');
   }

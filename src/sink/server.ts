@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
-import type { Config } from '../platform/config.ts';
+import { ConfigError, type Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import { keyUseRecorder, looksLikeApiKey, verifyApiKey } from '../keys/authenticate.ts';
@@ -55,7 +55,7 @@ async function catchMessage(deps: SinkDeps, stream: SMTPServerDataStream, sessio
     recipients: session.envelope.rcptTo.map((r) => r.address),
   };
   const parsed = await parseSinkMessage(raw, envelope);
-  const id = await insertSinkMessage(deps.sql, { ...parsed, ...owner, raw }, deps.config.sinkMaxMessages);
+  const id = await insertSinkMessage(deps.sql, { ...parsed, ...owner, raw }, { messages: deps.config.sinkMaxMessages, bytes: deps.config.sinkMaxBytes });
   deps.log.debug({ id, ...owner, bytes: raw.length }, 'sink caught a message');
   return id;
 }
@@ -65,6 +65,9 @@ async function catchMessage(deps: SinkDeps, stream: SMTPServerDataStream, sessio
  * networks) is required, so every message belongs to a project; the 250 reply names the stored
  * message (`queued as msg_…`) so the sender can record it.
  */
+/** Connections the sink serves at once; more are turned away with 421. */
+const MAX_CLIENTS = 100;
+
 export async function startSinkServer(deps: SinkDeps): Promise<SinkServer> {
   const { config, log } = deps;
   const recordUse = keyUseRecorder(deps.sql);
@@ -76,6 +79,7 @@ export async function startSinkServer(deps: SinkDeps): Promise<SinkServer> {
     disabledCommands: ['STARTTLS'],
     size: config.emailMaxMessageBytes,
     rejectOversized: true,
+    maxClients: MAX_CLIENTS,
     hideDSN: false, // ENVID carries the email of an internal delivery
     disableReverseLookup: true,
     logger: false,
@@ -115,11 +119,11 @@ export async function startSinkServer(deps: SinkDeps): Promise<SinkServer> {
       });
     });
   } catch (err) {
-    // Several worker processes on one host share the first one's sink: it writes to the same
-    // database, so mail handed to it lands in the right project all the same.
-    if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || config.sinkSmtpPort === 0) throw err;
-    log.warn({ host: config.sinkSmtpHost, port: config.sinkSmtpPort }, 'sink port in use; sending sink mail to the listener already there');
-    return { host: config.sinkSmtpHost, port: config.sinkSmtpPort, close: async () => {} };
+    // Whatever holds the port is not ours to talk to: mail handed to it could go anywhere.
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      throw new ConfigError(`SINK_SMTP_PORT: ${config.sinkSmtpHost}:${config.sinkSmtpPort} is already in use; stop what listens there or choose another port (each worker on one host needs its own)`);
+    }
+    throw err;
   }
   const { address, port } = server.server.address() as AddressInfo;
   recordSinkAddress({ host: address, port });

@@ -6,13 +6,15 @@ import type { SinkMessageRow, SinkMessageSummaryRow } from './schemas.ts';
 export type CaughtMessage = ParsedSinkMessage & { projectId: string; emailId: string | null; raw: Buffer };
 
 /**
- * Stores a caught message, then prunes the project's sink to `keep`. The prune runs after the
+ * Stores a caught message, then prunes the project's sink to its newest `keep.messages`, and
+ * within those to the newest that fit in `keep.bytes` of raw source (the newest always stays).
+ * The prune runs after the
  * insert commits, unlocked, so deliveries to one project commit side by side: each prune sees
  * every row committed before it, so the last one leaves exactly `keep`, and a prune with an older
  * view only deletes a subset of what a newer one does. Concurrent prunes lock rows in the same
  * index order, so they wait on each other rather than deadlock.
  */
-export async function insertSinkMessage(sql: Sql, msg: CaughtMessage, keep: number): Promise<string> {
+export async function insertSinkMessage(sql: Sql, msg: CaughtMessage, keep: { messages: number; bytes: number }): Promise<string> {
   const id = newId('sinkMessage');
   await sql`
     insert into sink_messages (id, project_id, email_id, from_address, to_addresses, cc_addresses, subject,
@@ -23,8 +25,14 @@ export async function insertSinkMessage(sql: Sql, msg: CaughtMessage, keep: numb
   await sql`
     delete from sink_messages
     where project_id = ${msg.projectId}
-      and id <= (select id from sink_messages where project_id = ${msg.projectId}
-                 order by id desc offset ${keep} limit 1)`;
+      and id <= (
+        select id from (
+          select id, row_number() over newest as n, sum(size_bytes) over newest as bytes
+          from sink_messages where project_id = ${msg.projectId}
+          window newest as (order by id desc)
+        ) kept
+        where n > ${keep.messages} or (n > 1 and bytes > ${keep.bytes})
+        order by id desc limit 1)`;
   return id;
 }
 

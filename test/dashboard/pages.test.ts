@@ -146,7 +146,7 @@ test('inbox: caught HTML only in a sandboxed iframe under its own CSP; script ne
     projectId: a.projectId, emailId: null, raw, fromAddress: 'app@example.com', toAddresses: ['ann@example.net'], ccAddresses: [],
     subject: 'hi <script>x</script>', text: 'Hello <script>alert(1)</script>', html: evil, headers: { 'X-Evil': '<script>h()</script>' },
     attachments: [{ filename: '<b>x.pdf', content_type: 'application/pdf', size_bytes: 3 }],
-  } as never, 100);
+  } as never, { messages: 100, bytes: 1e9 });
 
   const list = await b.get(`${P}/inbox`);
   assert.match(list.text, new RegExp(id));

@@ -1,13 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import postgres from 'postgres';
+import { createServer } from 'node:net';
 import { createTestDatabase } from '../helpers/db.ts';
 import { COMMITTED_MIGRATIONS, spawnEntry } from '../helpers/process.ts';
 import { TEST_SECRET_KEY } from '../helpers/app.ts';
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const env = (databaseUrl: string, extra: Record<string, string> = {}) => ({
-  DATABASE_URL: databaseUrl, REDIS_URL, SECRET_KEY: TEST_SECRET_KEY, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...extra,
+  DATABASE_URL: databaseUrl, REDIS_URL, SECRET_KEY: TEST_SECRET_KEY, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SINK_SMTP_PORT: '0', ...extra,
 });
 
 test('npm start: serves, then SIGTERM drains and exits 0', async () => {
@@ -61,4 +62,23 @@ test('a failed migration stops the process with one clear line', async () => {
   assert.equal(await p.exited, 1);
   assert.match(p.stderr(), /^mailroom: migration failed: /m);
   assert.doesNotMatch(p.stdout(), /api listening/);
+});
+
+test('a taken sink port stops the worker with one line naming SINK_SMTP_PORT, and nothing talks to that port', async () => {
+  const { url } = await createTestDatabase();
+  let connections = 0;
+  const squatter = createServer((socket) => { connections++; socket.destroy(); });
+  await new Promise<void>((r) => squatter.listen(0, '127.0.0.1', r));
+  const port = (squatter.address() as { port: number }).port;
+  try {
+    const worker = spawnEntry('src/worker.ts', env(url, { SINK_SMTP_PORT: String(port), SINK_SMTP_HOST: '127.0.0.1' }));
+    assert.equal(await worker.exited, 1);
+    const lines = worker.stderr().trim().split('\n');
+    assert.equal(lines.length, 1, worker.stderr());
+    assert.match(lines[0]!, /^mailroom: SINK_SMTP_PORT: 127\.0\.0\.1:\d+ is already in use/);
+    assert.doesNotMatch(worker.stderr(), /\n\s+at /, 'no stack trace');
+    assert.equal(connections, 0, 'the worker never connected to the other program');
+  } finally {
+    await new Promise((r) => squatter.close(r));
+  }
 });

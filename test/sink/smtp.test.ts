@@ -180,3 +180,23 @@ test('swaks can deliver to the sink with AUTH', async (t) => {
   assert.equal(msg.text?.trim(), 'hello swaks');
   assert.deepEqual(msg.to, ['rcpt@example.com']);
 });
+
+test('the sink serves at most 100 connections at once; the next is turned away with 421', async () => {
+  const { connect } = await import('node:net');
+  const open: import('node:net').Socket[] = [];
+  const greeting = (socket: import('node:net').Socket) =>
+    new Promise<string>((resolve) => { let text = ''; socket.on('data', (d) => { text += d; if (text.includes('\r\n')) resolve(text); }); });
+  try {
+    const greetings = Array.from({ length: 100 }, () => {
+      const socket = connect(sink.port, '127.0.0.1');
+      open.push(socket);
+      return greeting(socket);
+    });
+    for (const text of await Promise.all(greetings)) assert.match(text, /^220 /, 'each of the 100 is served');
+    const extra = connect(sink.port, '127.0.0.1');
+    open.push(extra);
+    assert.match(await greeting(extra), /^421 /);
+  } finally {
+    for (const socket of open) socket.destroy();
+  }
+});
