@@ -107,12 +107,22 @@ export function webhookDeliverTask(deps: DeliverDeps): Task {
       await settle(sql, a, { status: 'failed', error: 'endpoint_disabled' }, null);
       return;
     }
+    let secret: string;
+    try {
+      secret = openSecret(config, a.secretEncrypted);
+    } catch {
+      // Sealed under another SECRET_KEY: no attempt can ever be signed, so the delivery ends here
+      // rather than waiting forever. Re-saving the endpoint's secret in the dashboard fixes it.
+      await settle(sql, a, { status: 'failed', error: 'secret_unreadable' }, null);
+      log.warn({ delivery: a.id, endpoint: a.endpointId }, 'webhook secret cannot be decrypted (SECRET_KEY changed)');
+      return;
+    }
     const body = webhookBody(a);
     const timestamp = Math.floor(Date.now() / 1000);
     const result = await transport.post(a.url, body, {
       'content-type': 'application/json',
       'user-agent': USER_AGENT,
-      'x-webhook-signature': signWebhook(openSecret(config, a.secretEncrypted), timestamp, body),
+      'x-webhook-signature': signWebhook(secret, timestamp, body),
       'x-webhook-timestamp': String(timestamp),
       'x-webhook-event-id': a.eventId,
       'x-webhook-event-type': a.type,

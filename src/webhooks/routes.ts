@@ -27,7 +27,7 @@ const deliveries = createRoute({
     `The ${q.RECENT_DELIVERIES} most recent deliveries to the endpoint, newest first, pending retries included. ` +
     'An unknown endpoint, or one of another project, answers 404. `error` is one word: timeout, connection_refused, ' +
     'connection_reset, host_unreachable, dns_failure, tls_error, connection_failed, destination_blocked, ' +
-    'redirect_not_followed, http_error (the status is in response_status) or endpoint_disabled.',
+    'redirect_not_followed, http_error (the status is in response_status), endpoint_disabled or secret_unreadable.',
   security: SECURITY,
   request: { params: z.object({ endpoint_id: z.string().max(100) }) },
   responses: {

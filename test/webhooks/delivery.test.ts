@@ -43,6 +43,29 @@ const settled = (endpointId: string, count = 1) => waitFor('deliveries to settle
 
 // Each test has its own project, endpoint and receiver path, so they run side by side.
 describe('webhook delivery', { concurrency: true }, () => {
+  test('a delivery whose secret no longer decrypts ends failed with a reason, never pending', async () => {
+    const t = await endpointAt('/unreadable');
+    await ctx.sql`update webhook_endpoints set secret_encrypted = ${Buffer.alloc(60, 7)} where id = ${t.endpoint.id}`;
+    await emitEvent(ctx.sql, t.projectId);
+    const [row] = await settled(t.endpoint.id);
+    assert.equal(row!.status, 'failed');
+    assert.equal(row!.error, 'secret_unreadable');
+    assert.equal(row!.nextAttemptAt, null);
+    assert.equal(t.requests().length, 0, 'nothing unsigned was sent');
+    const stuck = await ctx.sql`select * from ops.stuck`;
+    assert.equal(stuck.length, 0);
+  });
+
+  test('deleting an endpoint leaves none of its deliveries pending', async () => {
+    const t = await endpointAt('/deleted');
+    scripts.set('/deleted', () => ({ status: 503 }));
+    await emitEvent(ctx.sql, t.projectId);
+    await waitFor('a first attempt', async () => t.requests().length >= 1);
+    await ctx.sql`delete from webhook_endpoints where id = ${t.endpoint.id}`;
+    const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from webhook_deliveries where endpoint_id = ${t.endpoint.id} and status = 'pending'`;
+    assert.equal(n, 0);
+  });
+
   test('an event reaches the endpoint as a signed POST a receiver can verify', async () => {
     const t = await endpointAt('/signed');
     const { eventId, emailId } = await emitEvent(ctx.sql, t.projectId);
