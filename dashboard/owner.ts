@@ -1,6 +1,6 @@
 import type { Sql } from '../src/platform/db.ts';
 import { newId } from '../src/platform/ids.ts';
-import { dummyHash, hashPassword, verifyPassword } from './password.ts';
+import { dummyHash, hashPassword, needsRehash, verifyPassword } from './password.ts';
 
 /**
  * The instance's single owner account. The first registration claims the instance; the
@@ -45,5 +45,9 @@ export async function authenticateOwner(sql: Sql, emailInput: string, password: 
   const [row] = await sql<[{ id: string; email: string; passwordHash: string }?]>`
     select id, email, password_hash from owner_accounts where email = ${normaliseEmail(emailInput)}`;
   const ok = await verifyPassword(password, row?.passwordHash ?? (await dummyHash()));
-  return row && ok ? { id: row.id, email: row.email } : undefined;
+  if (!row || !ok) return undefined;
+  if (needsRehash(row.passwordHash)) {
+    await sql`update owner_accounts set password_hash = ${await hashPassword(password)} where id = ${row.id}`;
+  }
+  return { id: row.id, email: row.email };
 }

@@ -2,6 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
 import { browser, OWNER, signIn } from './client.ts';
+import { randomBytes, scryptSync } from 'node:crypto';
+import { authenticateOwner } from '../../dashboard/owner.ts';
 import { sha256 } from '../../src/platform/crypto.ts';
 
 const ctx = await createTestContext();
@@ -52,8 +54,20 @@ test('signup is closed after the first owner: the page redirects and a POST is r
 
 test('the password is stored as salted scrypt, never in clear', async () => {
   const [row] = await ctx.sql<[{ passwordHash: string }]>`select password_hash from owner_accounts`;
-  assert.match(row.passwordHash, /^scrypt\$16384\$8\$1\$[\w-]{22}\$[\w-]{86}$/);
+  assert.match(row.passwordHash, /^scrypt\$131072\$8\$1\$[\w-]{22}\$[\w-]{86}$/);
   assert.ok(!row.passwordHash.includes(OWNER.password));
+});
+
+test('a hash made with older, weaker parameters still signs in, and is raised to today\'s at that sign-in', async () => {
+  const salt = randomBytes(16);
+  const key = scryptSync(OWNER.password.normalize('NFC'), salt, 64, { N: 16384, r: 8, p: 1 });
+  const old = ['scrypt', 16384, 8, 1, salt.toString('base64url'), key.toString('base64url')].join('$');
+  await ctx.sql`update owner_accounts set password_hash = ${old}`;
+  assert.ok(await authenticateOwner(ctx.sql, OWNER.email, OWNER.password));
+  const [row] = await ctx.sql<[{ passwordHash: string }]>`select password_hash from owner_accounts`;
+  assert.match(row.passwordHash, /^scrypt\$131072\$8\$1\$/);
+  assert.ok(await authenticateOwner(ctx.sql, OWNER.email, OWNER.password), 'the new hash verifies');
+  assert.equal(await authenticateOwner(ctx.sql, OWNER.email, 'wrong password'), undefined);
 });
 
 test('sign in: wrong password is a 401 page; the right one gives a hashed session and the cookie flags', async () => {
