@@ -1,12 +1,18 @@
 import { boot, configOrExit } from './platform/runtime.ts';
-import { devSecretKey, startDevDatabase } from './platform/embedded-db.ts';
+import { devSecretKey, EmbeddedDatabaseError, startDevDatabase } from './platform/embedded-db.ts';
 import { migrateDatabase } from './platform/migrate.ts';
 
 const started = Date.now();
 const secretKey = await devSecretKey();
 // Validate the environment first so a typo fails before the embedded database spins up.
 const preliminary = configOrExit({ dev: true, databaseUrl: 'postgres://unused', secretKey });
-const embedded = preliminary.databaseUrl === 'postgres://unused' ? await startDevDatabase() : undefined;
+const embedded = preliminary.databaseUrl === 'postgres://unused'
+  ? await startDevDatabase().catch((err: unknown) => {
+    if (!(err instanceof EmbeddedDatabaseError)) throw err;
+    process.stderr.write(`mailroom: ${err.message}\n`);
+    process.exit(1);
+  })
+  : undefined;
 const config = configOrExit({ dev: true, databaseUrl: embedded?.url, secretKey });
 const { applied } = await migrateDatabase(config.databaseUrl);
 

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { userInfo } from 'node:os';
@@ -32,6 +32,32 @@ async function freePort(): Promise<number> {
   });
 }
 
+/** Refusals of the embedded database that the operator must act on; shown as one line. */
+export class EmbeddedDatabaseError extends Error {}
+
+/**
+ * As root, the embedded PostgreSQL runs as the system user `postgres`, which must be able to
+ * enter every directory above its data directory. The first one it cannot enter, or undefined.
+ */
+export async function unreachableForPostgresUser(dir: string): Promise<string | undefined> {
+  if (userInfo().uid !== 0) return undefined;
+  let postgresUid: number | undefined;
+  try {
+    const passwd = await readFile('/etc/passwd', 'utf8');
+    const line = passwd.split('\n').find((l) => l.startsWith('postgres:'));
+    postgresUid = line ? Number(line.split(':')[2]) : undefined;
+  } catch { /* no passwd file: judge by the "others" bits alone */ }
+  const parts = path.resolve(dir).split(path.sep).filter(Boolean);
+  for (let i = 0; i <= parts.length; i++) {
+    const ancestor = path.sep + parts.slice(0, i).join(path.sep);
+    let info;
+    try { info = await stat(ancestor); } catch { return undefined; } // not created yet: made below, by us
+    const enterable = info.uid === postgresUid ? (info.mode & 0o100) !== 0 : (info.mode & 0o001) !== 0;
+    if (!enterable) return ancestor;
+  }
+  return undefined;
+}
+
 /**
  * Starts (or reuses, if already running) an embedded PostgreSQL cluster in `dir`, and makes sure
  * `database` exists. `stop` is a no-op for a cluster someone else started.
@@ -55,6 +81,12 @@ export async function startEmbeddedPostgres(opts: { dir: string; database: strin
     onError: () => {},
   } as never);
   if (!existsSync(path.join(opts.dir, 'PG_VERSION'))) {
+    const blocked = await unreachableForPostgresUser(path.dirname(opts.dir));
+    if (blocked) {
+      throw new EmbeddedDatabaseError(
+        `the embedded PostgreSQL runs as the user "postgres" when started by root, and it cannot enter ${blocked}; ` +
+        `run as an ordinary user, move the project somewhere that user can reach (or chmod o+x ${blocked}), or set DATABASE_URL`);
+    }
     await mkdir(path.dirname(opts.dir), { recursive: true });
     await pg.initialise();
   }
