@@ -14,6 +14,7 @@ import { transportFor, type Transport } from '../providers/transport.ts';
 import { bareAddress, normaliseAddress } from '../suppressions/address.ts';
 import { suppressedAmong } from '../suppressions/queries.ts';
 import { signUnsubscribeToken } from '../unsubscribe/token.ts';
+import { observeSend, recordEmailOutcome } from '../platform/metrics.ts';
 
 /** Attempts (about an hour of backoff) before a retryable failure becomes `provider_unavailable`. */
 export const MAX_SEND_ATTEMPTS = 8;
@@ -122,16 +123,25 @@ export function emailSendTask(deps: WorkerDeps): Task {
     }
 
     let sent: { messageId: string; viaSink: boolean };
+    let transport: Transport | undefined;
     try {
-      const transport = await transportFor(deps, projectId, emailId);
+      transport = await transportFor(deps, projectId, emailId);
       // Composed before waiting for the slot, so the request leaves as close to it as possible.
       const raw = await compose(deps, email);
       if (!(await awaitTurn(sql, email, transport))) return;
       const bare = (list: string[]) => list.map(bareAddress);
-      const result = await transport.send(raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc) });
-      sent = { messageId: result.messageId, viaSink: transport.provider === 'sink' };
+      const started = performance.now();
+      try {
+        const result = await transport.send(raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc) });
+        sent = { messageId: result.messageId, viaSink: transport.provider === 'sink' };
+      } finally {
+        observeSend(transport.provider, (performance.now() - started) / 1000);
+      }
     } catch (err) {
       const outcome = classifySendError(err);
+      const provider = transport?.provider ?? 'ses';
+      const exhausted = outcome.retry && !outcome.pace && email.attemptCount >= MAX_SEND_ATTEMPTS;
+      recordEmailOutcome(provider, !outcome.retry || exhausted ? 'failed' : outcome.pace === 'throttled' ? 'throttled' : 'retried');
       if (!outcome.retry) {
         await settleFailed(sql, email, outcome.lastError, outcome.message);
         log.warn({ lastError: outcome.lastError, reason: outcome.message }, 'email failed');
@@ -142,7 +152,7 @@ export function emailSendTask(deps: WorkerDeps): Task {
       } else if (outcome.pace === 'daily_quota') {
         await q.requeue(sql, email, QUOTA_RETRY_MS, false);
         log.warn({ reason: outcome.message }, 'email send waits for the daily quota');
-      } else if (email.attemptCount >= MAX_SEND_ATTEMPTS) {
+      } else if (exhausted) {
         await settleFailed(sql, email, 'provider_unavailable', `Gave up after ${email.attemptCount} attempts. Last: ${outcome.message}`);
         log.warn({ reason: outcome.message }, 'email failed: retries exhausted');
       } else {
@@ -153,6 +163,7 @@ export function emailSendTask(deps: WorkerDeps): Task {
       return;
     }
     await settleSent(sql, email, sent.messageId, sent.viaSink, [...envelope.to, ...envelope.cc]);
+    recordEmailOutcome(sent.viaSink ? 'sink' : 'ses', 'sent');
     log.debug({ providerMessageId: sent.messageId, suppressed: suppressed.size }, 'email sent');
   };
 }

@@ -3,6 +3,7 @@ import type { Logger } from '../platform/log.ts';
 import { addSuppressions } from '../suppressions/queries.ts';
 import { normaliseSesEvent } from './normalise.ts';
 import { recordEvent } from './record.ts';
+import { recordEventIngested } from '../platform/metrics.ts';
 
 export type IngestOutcome = 'recorded' | 'duplicate' | 'ignored' | 'unknown_email' | 'invalid';
 
@@ -66,6 +67,7 @@ export async function ingestSesRecord(tx: TxSql, log: Logger, projectId: string,
   if (normalised.suppress && normalised.suppress.addresses.length) {
     await addSuppressions(tx, projectId, normalised.suppress.addresses, normalised.suppress.reason, emailId);
   }
+  recordEventIngested(normalised.type);
   log.debug({ projectId, emailId, eventId, type: normalised.type }, 'event recorded');
   return 'recorded';
 }

@@ -7,6 +7,8 @@ import { requireApiKey } from './auth.ts';
 import { keyUseRecorder } from '../keys/authenticate.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { registerHealthRoutes } from './health.ts';
+import { matchedRoutes } from 'hono/route';
+import { METRICS_CONTENT_TYPE, readQueueFrom, recordHttp, registry, scrapeAllowed } from '../platform/metrics.ts';
 import { registerEmailRoutes } from '../emails/routes.ts';
 import { registerDomainRoutes } from '../domains/routes.ts';
 import { registerKeyRoutes } from '../keys/routes.ts';
@@ -27,7 +29,11 @@ export function createApp(deps: AppDeps) {
   app.use('*', requestId());
   app.use('*', async (c, next) => {
     c.set('deps', deps);
+    const started = performance.now();
     await next();
+    // The route pattern, never the raw path, so the series stay bounded; unrouted paths share one.
+    const route = matchedRoutes(c).findLast((r) => r.method !== 'ALL')?.path ?? 'unmatched';
+    recordHttp(c.req.method, route, c.res.status, (performance.now() - started) / 1000);
   });
 
   app.onError((err, c) => {
@@ -50,6 +56,13 @@ export function createApp(deps: AppDeps) {
   app.notFound((c) => c.json({ error: { type: 'not_found', message: 'Route not found.' } }, 404));
 
   registerHealthRoutes(app);
+  readQueueFrom(deps.sql);
+  app.get('/metrics', async (c) => {
+    if (!scrapeAllowed(deps.config.metricsToken, c.req.header('authorization'))) {
+      return c.json({ error: { type: 'authentication_failed', message: 'A valid METRICS_TOKEN bearer token is required.' } }, 401);
+    }
+    return c.body(await registry.metrics(), 200, { 'content-type': METRICS_CONTENT_TYPE });
+  });
   registerUnsubscribeRoutes(app);
   app.route('/dashboard', createDashboard());
   app.get('/', (c) => c.redirect('/dashboard', 302));

@@ -6,6 +6,7 @@ import { createLogger, type Logger } from './log.ts';
 import { migrateDatabase } from './migrate.ts';
 import { createRedis } from './redis.ts';
 import { onShutdown } from './shutdown.ts';
+import { startMetricsServer } from './metrics.ts';
 import { startWorker } from './worker.ts';
 import { createApp } from '../http/app.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
@@ -89,6 +90,15 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
       process.exit(1);
     });
     steps.push(...worker.steps);
+    if (role === 'worker') {
+      // A worker alone has no API port, so its metrics get their own listener.
+      const metrics = await startMetricsServer({ host: config.host, port: config.metricsPort, token: config.metricsToken, sql }).catch((err: NodeJS.ErrnoException) => {
+        process.stderr.write(`mailroom: METRICS_PORT: ${config.host}:${config.metricsPort} cannot be used (${err.code ?? err.message})\n`);
+        process.exit(1);
+      });
+      steps.unshift(['metrics', metrics.close]);
+      log.info({ port: metrics.port }, 'metrics listening');
+    }
     log.info({ concurrency: config.workerConcurrency, pool: worker.poolId }, 'worker running');
   }
 

@@ -8,6 +8,7 @@ import { recordSinkAddress, type SinkAddress } from './address.ts';
 import { isInternalSinkLogin, parseInternalEnvelopeId } from './internal-auth.ts';
 import { parseSinkMessage } from './parse.ts';
 import { insertSinkMessage } from './store.ts';
+import { recordSinkMessage } from '../platform/metrics.ts';
 
 export type SinkDeps = { config: Config; sql: Sql; log: Logger };
 export type SinkServer = SinkAddress & { close(): Promise<void> };
@@ -56,6 +57,7 @@ async function catchMessage(deps: SinkDeps, stream: SMTPServerDataStream, sessio
   };
   const parsed = await parseSinkMessage(raw, envelope);
   const id = await insertSinkMessage(deps.sql, { ...parsed, ...owner, raw }, { messages: deps.config.sinkMaxMessages, bytes: deps.config.sinkMaxBytes });
+  recordSinkMessage();
   deps.log.debug({ id, ...owner, bytes: raw.length }, 'sink caught a message');
   return id;
 }

@@ -6,6 +6,7 @@ import type { Logger } from '../platform/log.ts';
 import { deliverJob } from './queries.ts';
 import { openSecret } from './secret.ts';
 import { signWebhook } from './sign.ts';
+import { recordWebhookOutcome } from '../platform/metrics.ts';
 import { AUTO_DISABLE_AFTER, decideOutcome, type Outcome } from './outcome.ts';
 import { createWebhookTransport, USER_AGENT, type AttemptResult, type WebhookTransportOverrides } from './transport.ts';
 
@@ -86,6 +87,7 @@ async function settle(sql: Sql, a: Attempt, outcome: Outcome, result: AttemptRes
       where id = ${a.id} and project_id = ${a.projectId} and status = 'pending' and attempt_count = ${a.attemptCount}
       returning endpoint_id)
     ${followUp(sql, a, outcome, result !== null)}`;
+  recordWebhookOutcome(outcome.status === 'pending' ? 'retried' : outcome.status);
 }
 
 export function webhookBody(a: Attempt): string {

@@ -1,0 +1,156 @@
+import { timingSafeEqual } from 'node:crypto';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Sql } from './db.ts';
+
+/**
+ * One Prometheus registry per process. Every outcome is counted at the one place it is decided;
+ * these functions are the only way in, so label sets stay fixed and cardinality bounded.
+ */
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry });
+
+const httpRequests = new Counter({
+  name: 'mailroom_http_requests_total',
+  help: 'HTTP requests answered, by method, route pattern and status.',
+  labelNames: ['method', 'route', 'status'] as const,
+  registers: [registry],
+});
+const httpDuration = new Histogram({
+  name: 'mailroom_http_request_duration_seconds',
+  help: 'Time to answer an HTTP request, by method and route pattern.',
+  labelNames: ['method', 'route'] as const,
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  registers: [registry],
+});
+const emails = new Counter({
+  name: 'mailroom_emails_total',
+  help: 'Send attempts by provider (ses, sink) and outcome (sent, failed, throttled, retried).',
+  labelNames: ['provider', 'outcome'] as const,
+  registers: [registry],
+});
+const sendDuration = new Histogram({
+  name: 'mailroom_send_duration_seconds',
+  help: 'Time the provider took to accept or refuse a message.',
+  labelNames: ['provider'] as const,
+  buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  registers: [registry],
+});
+const webhookDeliveries = new Counter({
+  name: 'mailroom_webhook_deliveries_total',
+  help: 'Webhook delivery attempts by outcome (delivered, retried, failed).',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+const eventsIngested = new Counter({
+  name: 'mailroom_events_ingested_total',
+  help: 'Provider notifications recorded as events, by event type.',
+  labelNames: ['type'] as const,
+  registers: [registry],
+});
+const sinkMessages = new Counter({
+  name: 'mailroom_sink_messages_total',
+  help: 'Messages caught and stored by the SMTP sink.',
+  registers: [registry],
+});
+
+export type Provider = 'ses' | 'sink';
+export type EmailOutcome = 'sent' | 'failed' | 'throttled' | 'retried';
+
+export function recordHttp(method: string, route: string, status: number, seconds: number) {
+  httpRequests.inc({ method, route, status: String(status) });
+  httpDuration.observe({ method, route }, seconds);
+}
+export function recordEmailOutcome(provider: Provider, outcome: EmailOutcome) {
+  emails.inc({ provider, outcome });
+}
+export function observeSend(provider: Provider, seconds: number) {
+  sendDuration.observe({ provider }, seconds);
+}
+export function recordWebhookOutcome(outcome: 'delivered' | 'retried' | 'failed') {
+  webhookDeliveries.inc({ outcome });
+}
+export function recordEventIngested(type: string) {
+  eventsIngested.inc({ type });
+}
+export function recordSinkMessage() {
+  sinkMessages.inc();
+}
+
+const QUEUE_READ_TIMEOUT_MS = 1000;
+let queueSql: Sql | undefined;
+
+/**
+ * `mailroom_queue_jobs{task,state}`, read from graphile-worker's jobs at scrape time with one
+ * query. A slow database leaves the gauge at its last values rather than hanging the scrape.
+ */
+const queueJobs = new Gauge({
+  name: 'mailroom_queue_jobs',
+  help: 'Jobs in the queue by task and state (ready, scheduled, running, dead), read at scrape time.',
+  labelNames: ['task', 'state'] as const,
+  registers: [registry],
+  async collect() {
+    if (!queueSql) return;
+    const query = queueSql<{ task: string; state: string; jobs: number }[]>`
+      select task_identifier as task,
+             case when locked_at is not null then 'running'
+                  when attempts >= max_attempts then 'dead'
+                  when run_at > now() then 'scheduled'
+                  else 'ready' end as state,
+             count(*)::int as jobs
+      from graphile_worker.jobs group by 1, 2`;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const rows = await Promise.race([
+        query,
+        new Promise<never>((_, reject) => { timer = setTimeout(() => { query.cancel(); reject(new Error('timeout')); }, QUEUE_READ_TIMEOUT_MS); }),
+      ]);
+      this.reset();
+      for (const row of rows) this.set({ task: row.task, state: row.state }, row.jobs);
+    } catch {
+      // Keep the last reading; the scrape itself still answers.
+    } finally {
+      clearTimeout(timer);
+    }
+  },
+});
+
+/** The pool the queue gauge reads through; set once by the process. */
+export function readQueueFrom(sql: Sql) {
+  queueSql = sql;
+}
+
+/** Whether a scrape may read: always without METRICS_TOKEN, else only with it as bearer token. */
+export function scrapeAllowed(token: string | undefined, authorization: string | undefined): boolean {
+  if (!token) return true;
+  const given = Buffer.from(/^Bearer (.+)$/i.exec(authorization ?? '')?.[1] ?? '');
+  const expected = Buffer.from(token);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+export const METRICS_CONTENT_TYPE = registry.contentType;
+
+/**
+ * The worker's own `/metrics` listener on METRICS_PORT (a worker serves no other HTTP). Resolves
+ * with the bound port and a close function.
+ */
+export async function startMetricsServer(opts: { host: string; port: number; token: string | undefined; sql: Sql }) {
+  const { createServer } = await import('node:http');
+  readQueueFrom(opts.sql);
+  const server = createServer(async (req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      return;
+    }
+    if (!scrapeAllowed(opts.token, req.headers.authorization)) {
+      res.writeHead(401, { 'content-type': 'text/plain' }).end('a valid METRICS_TOKEN bearer token is required\n');
+      return;
+    }
+    res.writeHead(200, { 'content-type': METRICS_CONTENT_TYPE }).end(await registry.metrics());
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => { server.off('error', reject); resolve(); });
+  });
+  const port = (server.address() as { port: number }).port;
+  return { port, close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }) };
+}
