@@ -11,6 +11,7 @@ import { addDomain, checkDomain } from './domains/service.ts';
 import { toDomainResponse } from './domains/schemas.ts';
 import { createEndpoint, updateEndpoint } from './webhooks/service.ts';
 import { toEndpointResponse } from './webhooks/schemas.ts';
+import { reencodeLegacySecrets } from './webhooks/secret.ts';
 
 export type CommandContext = { config: Config; sql: () => Sql };
 type Options = Record<string, { type: 'string' | 'boolean' }>;
@@ -34,7 +35,11 @@ export function required(values: Record<string, unknown>, name: string, usage: s
 export const COMMANDS: Record<string, Command> = {
   migrate: {
     usage: 'migrate',
-    run: (ctx) => migrateDatabase(ctx.config.databaseUrl),
+    async run(ctx) {
+      const result = await migrateDatabase(ctx.config.databaseUrl);
+      await reencodeLegacySecrets(ctx.sql(), ctx.config);
+      return result;
+    },
   },
   'project create': {
     usage: 'project create --name NAME',

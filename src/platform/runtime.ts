@@ -7,6 +7,7 @@ import { migrateDatabase } from './migrate.ts';
 import { createRedis } from './redis.ts';
 import { onShutdown } from './shutdown.ts';
 import { startMetricsServer } from './metrics.ts';
+import { reencodeLegacySecrets } from '../webhooks/secret.ts';
 import { startWorker } from './worker.ts';
 import { createApp } from '../http/app.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
@@ -66,6 +67,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   }
 
   const sql = createSql(config.databaseUrl, { max: role === 'all' ? 20 : 10, appName: `mailroom-${role}` });
+  if (config.migrateOnStart) await reencodeLegacySecrets(sql, config);
   const redis = config.redisUrl ? createRedis(config.redisUrl, log) : undefined;
   const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, log) : new MemoryRateLimiter();
   const steps: Array<[string, () => Promise<unknown>]> = [];

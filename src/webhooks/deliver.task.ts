@@ -5,7 +5,7 @@ import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import { deliverJob } from './queries.ts';
 import { openSecret } from './secret.ts';
-import { signWebhook } from './sign.ts';
+import { signWebhook, standardWebhookHeaders } from './sign.ts';
 import { recordWebhookOutcome } from '../platform/metrics.ts';
 import { AUTO_DISABLE_AFTER, decideOutcome, type Outcome } from './outcome.ts';
 import { createWebhookTransport, USER_AGENT, type AttemptResult, type WebhookTransportOverrides } from './transport.ts';
@@ -128,6 +128,7 @@ export function webhookDeliverTask(deps: DeliverDeps): Task {
       'x-webhook-timestamp': String(timestamp),
       'x-webhook-event-id': a.eventId,
       'x-webhook-event-type': a.type,
+      ...standardWebhookHeaders(secret, a.eventId, timestamp, body),
     });
     const outcome = decideOutcome(result, a.attemptCount + 1, config.webhookRetryBaseMs);
     await settle(sql, a, outcome, result);

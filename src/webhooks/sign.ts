@@ -1,4 +1,6 @@
+import { createHmac } from 'node:crypto';
 import { hmacSha256Hex } from '../platform/crypto.ts';
+import { standardSigningKey } from './secret.ts';
 
 /**
  * `v1=` + lowercase hex HMAC-SHA256 of `"<timestamp>." + raw body`, keyed with the
@@ -7,4 +9,14 @@ import { hmacSha256Hex } from '../platform/crypto.ts';
 export function signWebhook(secret: string, timestamp: number, rawBody: string | Buffer): string {
   const signed = Buffer.concat([Buffer.from(`${timestamp}.`, 'utf8'), Buffer.isBuffer(rawBody) ? rawBody : Buffer.from(rawBody, 'utf8')]);
   return `v1=${hmacSha256Hex(Buffer.from(secret, 'utf8'), signed)}`;
+}
+
+/**
+ * The Standard Webhooks headers: `webhook-id` (the event id, the same on every attempt),
+ * `webhook-timestamp` and `webhook-signature` = `v1,` + base64 HMAC-SHA256 of
+ * `"<id>.<timestamp>.<raw body>"`, keyed by the secret's decoded bytes.
+ */
+export function standardWebhookHeaders(secret: string, eventId: string, timestamp: number, rawBody: string): Record<string, string> {
+  const signature = createHmac('sha256', standardSigningKey(secret)).update(`${eventId}.${timestamp}.${rawBody}`).digest('base64');
+  return { 'webhook-id': eventId, 'webhook-timestamp': String(timestamp), 'webhook-signature': `v1,${signature}` };
 }

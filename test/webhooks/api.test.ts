@@ -101,7 +101,7 @@ test('CLI: webhook create prints the secret once; deliveries are signed with it;
   assert.match(out.id, /^wh_/);
   assert.equal(out.url, receiver.url('/cli'));
   assert.equal(out.status, 'active');
-  assert.match(out.secret, /^whsec_[A-Za-z0-9_-]{43}$/);
+  assert.match(out.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
 
   await emitEvent(ctx.sql, projectId);
   const req = await waitFor('the delivery', () => receiver.requests.find((r) => r.path === '/cli'));

@@ -1,4 +1,7 @@
 import { describe, test } from 'node:test';
+import { Webhook as StandardWebhook } from 'standardwebhooks';
+import { Webhook as SvixWebhook } from 'svix';
+import { generateSigningSecret } from '../../src/webhooks/secret.ts';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
 import { selfSignedCertificate, startHttpsReceiver } from '../helpers/https-receiver.ts';
@@ -43,6 +46,25 @@ const settled = (endpointId: string, count = 1) => waitFor('deliveries to settle
 
 // Each test has its own project, endpoint and receiver path, so they run side by side.
 describe('webhook delivery', { concurrency: true }, () => {
+  test('a delivery carries Standard Webhooks headers that standardwebhooks and svix verify', async () => {
+    const t = await endpointAt('/standard');
+    const { eventId } = await emitEvent(ctx.sql, t.projectId);
+    await settled(t.endpoint.id);
+    const [req] = t.requests();
+    assert.equal(req!.headers['webhook-id'], eventId);
+    assert.equal(req!.headers['webhook-timestamp'], req!.headers['x-webhook-timestamp']);
+    assert.match(String(req!.headers['webhook-signature']), /^v1,[A-Za-z0-9+/]{43}=$/);
+    const headers = { 'webhook-id': String(req!.headers['webhook-id']), 'webhook-timestamp': String(req!.headers['webhook-timestamp']), 'webhook-signature': String(req!.headers['webhook-signature']) };
+    const payload = req!.body.toString('utf8');
+    const verified = new StandardWebhook(t.secret).verify(payload, headers) as { id: string };
+    assert.equal(verified.id, eventId);
+    assert.doesNotThrow(() => new SvixWebhook(t.secret).verify(payload, headers), 'svix verifies it');
+    assert.throws(() => new SvixWebhook(t.secret).verify(`${payload} `, headers), 'svix refuses a changed body');
+    assert.throws(() => new StandardWebhook(t.secret).verify(`${payload} `, headers), 'a changed body is refused');
+    assert.throws(() => new StandardWebhook(generateSigningSecret()).verify(payload, headers), 'another secret is refused');
+    assert.ok(receiverVerifies(t.secret, req!.headers, req!.body), 'the v1= header still verifies too');
+  });
+
   test('a delivery whose secret no longer decrypts ends failed with a reason, never pending', async () => {
     const t = await endpointAt('/unreadable');
     await ctx.sql`update webhook_endpoints set secret_encrypted = ${Buffer.alloc(60, 7)} where id = ${t.endpoint.id}`;

@@ -4,7 +4,8 @@ import { createHmac } from 'node:crypto';
 import { backoffMs, decideOutcome, MAX_ATTEMPTS, retryAfterMs } from '../../src/webhooks/outcome.ts';
 import { normaliseTransportError } from '../../src/webhooks/errors.ts';
 import { signWebhook } from '../../src/webhooks/sign.ts';
-import { generateSigningSecret, openSecret, sealSecret } from '../../src/webhooks/secret.ts';
+import { generateSigningSecret, openSecret, reencodeLegacySecrets, sealSecret } from '../../src/webhooks/secret.ts';
+import { decrypt, deriveKey } from '../../src/platform/crypto.ts';
 import type { AttemptResult } from '../../src/webhooks/transport.ts';
 
 const answer = (status: number | null, extra: Partial<AttemptResult> = {}): AttemptResult =>
@@ -73,14 +74,29 @@ test('the signature is v1= + hex HMAC-SHA256 of "<ts>." + body keyed by the whol
   assert.equal(signWebhook(secret, 1700000000, Buffer.from(body)), `v1=${expected}`);
 });
 
-test('signing secrets are whsec_ + 32 random bytes and are stored sealed', () => {
+test('signing secrets are whsec_ + 32 random bytes in padded base64 and are stored sealed', () => {
   const secret = generateSigningSecret();
-  assert.match(secret, /^whsec_[A-Za-z0-9_-]{43}$/);
-  assert.equal(Buffer.from(secret.slice(6), 'base64url').length, 32);
+  assert.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+  assert.equal(Buffer.from(secret.slice(6), 'base64').length, 32);
   assert.notEqual(generateSigningSecret(), secret);
   const config = { secretKey: 'k'.repeat(40) };
   const sealed = sealSecret(config, secret);
   assert.ok(!sealed.includes(Buffer.from(secret.slice(6))), 'the stored bytes do not contain the secret');
   assert.equal(openSecret(config, sealed), secret);
   assert.throws(() => openSecret({ secretKey: 'j'.repeat(40) }, sealed), 'another SECRET_KEY cannot open it');
+});
+
+test('secrets in the old base64url spelling are rewritten to the standard one, same bytes', async () => {
+  const { createTestContext } = await import('../helpers/app.ts');
+  const ctx = await createTestContext();
+  const { projectId } = await ctx.tenant();
+  const bytes = Buffer.from('0123456789abcdef0123456789abcdef');
+  const legacy = `whsec_${bytes.toString('base64url')}`;
+  const id = 'wh_01ARZ3NDEKTSV4RRFFQ69G5FAV';
+  await ctx.sql`insert into webhook_endpoints (id, project_id, url, secret_encrypted) values (${id}, ${projectId}, 'https://hooks.example/x', ${sealSecret(ctx.config, legacy)})`;
+  assert.equal(openSecret(ctx.config, (await ctx.sql`select secret_encrypted from webhook_endpoints where id = ${id}`)[0]!.secretEncrypted), `whsec_${bytes.toString('base64')}`, 'read in the standard spelling at once');
+  assert.equal(await reencodeLegacySecrets(ctx.sql, ctx.config), 1);
+  const [row] = await ctx.sql`select secret_encrypted from webhook_endpoints where id = ${id}`;
+  assert.equal(decrypt(deriveKey(ctx.config.secretKey, 'webhook-secrets'), row!.secretEncrypted), `whsec_${bytes.toString('base64')}`);
+  assert.equal(await reencodeLegacySecrets(ctx.sql, ctx.config), 0, 'once');
 });

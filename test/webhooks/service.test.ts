@@ -15,7 +15,7 @@ test('createEndpoint stores an active endpoint with a sealed whsec_ secret', asy
   assert.equal(endpoint.url, 'https://a.hooks.test/hook');
   assert.equal(endpoint.status, 'active');
   assert.equal(endpoint.consecutiveFailures, 0);
-  assert.match(secret, /^whsec_[A-Za-z0-9_-]{43}$/);
+  assert.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
   const [row] = await ctx.sql<[{ secretEncrypted: Buffer }]>`select secret_encrypted from webhook_endpoints where id = ${endpoint.id}`;
   assert.ok(!row.secretEncrypted.toString('latin1').includes(secret.slice(6)), 'never stored in the clear');
   assert.equal(await getEndpointSecret(ctx.sql, ctx.config, projectId, endpoint.id), secret);
