@@ -11,6 +11,7 @@ import { IdempotencyHeaders, SendEmailRequest, SendEmailResponse, parseIdempoten
 import { assertMessageSize } from './message-size.ts';
 import { acceptOnce, findReplay, fingerprint } from './idempotency.ts';
 import { acceptQueued } from './accept.ts';
+import { listEventsOfEmail } from '../events/queries.ts';
 
 const sendEmail = createRoute({
   method: 'post',
@@ -73,6 +74,29 @@ const getEmail = createRoute({
   },
 });
 
+const EmailEvent = z
+  .object({
+    id: z.string().openapi({ example: 'evt_01JD3Z8K6Q5W0R1S2T3V4X5Y6Z' }),
+    type: z.string().openapi({ example: 'email.delivered' }),
+    created_at: z.string().datetime(),
+    data: z.record(z.string(), z.unknown()),
+  })
+  .openapi('EmailEvent');
+
+const listEvents = createRoute({
+  method: 'get',
+  path: '/v1/emails/{email_id}/events',
+  tags: ['emails'],
+  summary: 'An email\'s events',
+  description: 'What happened to the email, oldest first: the same events its webhooks receive.',
+  security: SECURITY,
+  request: { params: z.object({ email_id: z.string().max(100) }) },
+  responses: {
+    200: { description: 'The timeline.', content: { 'application/json': { schema: z.object({ data: z.array(EmailEvent) }).openapi('EmailEventList') } } },
+    ...errorResponses(401, 404, 422, 429),
+  },
+});
+
 export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
   // The body is read here with a byte bound rather than by the route's json validator, which
   // would buffer any size; the createRoute above still documents the request and its answers.
@@ -107,6 +131,14 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
     }
     const page = await q.listEmails(sql, projectId, { limit, startingAfter, status });
     return c.json({ data: page.rows.map(toEmailListItem), has_more: page.hasMore }, 200);
+  });
+
+  app.openapi(listEvents, async (c) => {
+    const emailId = requireId('email', c.req.valid('param').email_id, 'Email not found.');
+    const { sql } = c.var.deps;
+    if (!(await q.emailExists(sql, c.var.projectId, emailId))) throw new ApiError('not_found', 'Email not found.');
+    const rows = await listEventsOfEmail(sql, c.var.projectId, emailId);
+    return c.json({ data: rows.map((e) => ({ id: e.id, type: e.type, created_at: e.createdAt.toISOString(), data: e.data })) }, 200);
   });
 
   app.openapi(getEmail, async (c) => {

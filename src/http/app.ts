@@ -16,6 +16,7 @@ import { registerWebhookRoutes } from '../webhooks/routes.ts';
 import { registerSnsPushRoute } from '../events/sns-push.ts';
 import { registerUnsubscribeRoutes } from '../unsubscribe/routes.ts';
 import { registerSinkRoutes } from '../sink/routes.ts';
+import { registerSuppressionRoutes } from '../suppressions/routes.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
@@ -75,6 +76,7 @@ export function createApp(deps: AppDeps) {
   registerKeyRoutes(app);
   registerWebhookRoutes(app);
   registerSinkRoutes(app);
+  registerSuppressionRoutes(app);
   if (deps.config.eventIngestion === 'https') registerSnsPushRoute(app);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {

@@ -38,11 +38,36 @@ export async function suppressedAmong(sql: Sql | TxSql, projectId: string, recip
 
 export type Suppression = { address: string; reason: SuppressionReason; emailId: string | null; createdAt: Date };
 
-/** The project's suppression list, newest first. */
-export async function listSuppressions(sql: Sql | TxSql, projectId: string, limit = 100): Promise<Suppression[]> {
-  return sql<Suppression[]>`
+/**
+ * The project's suppression list, newest first (ties by address), paged after the entry of
+ * `startingAfter`, optionally only `address`. Fetches one extra row to answer has_more.
+ */
+export async function listSuppressions(
+  sql: Sql | TxSql,
+  projectId: string,
+  opts: { limit: number; startingAfter?: string; address?: string } = { limit: 100 },
+) {
+  // The cursor row is compared in SQL: its created_at has microseconds a JS Date would drop.
+  const rows = await sql<Suppression[]>`
     select address, reason, email_id, created_at from suppressions
     where project_id = ${projectId}
-    order by created_at desc, address
-    limit ${limit}`;
+      ${opts.address ? sql`and address = ${opts.address}` : sql``}
+      ${opts.startingAfter ? sql`and (created_at, address) < (
+        select created_at, address from suppressions where project_id = ${projectId} and address = ${opts.startingAfter})` : sql``}
+    order by created_at desc, address desc
+    limit ${opts.limit + 1}`;
+  return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
+}
+
+export async function getSuppression(sql: Sql | TxSql, projectId: string, address: string) {
+  const [row] = await sql<[Suppression?]>`
+    select address, reason, email_id, created_at from suppressions
+    where project_id = ${projectId} and address = ${address}`;
+  return row;
+}
+
+/** Lifts one entry; false when it was not there. */
+export async function liftSuppression(sql: Sql | TxSql, projectId: string, address: string): Promise<boolean> {
+  const result = await sql`delete from suppressions where project_id = ${projectId} and address = ${address}`;
+  return result.count > 0;
 }

@@ -19,7 +19,7 @@ test('addSuppressions stores bare lower-cased addresses, once, keeping the first
   const { projectId } = await ctx.tenant();
   assert.equal(await addSuppressions(ctx.sql, projectId, ['Ann <Ann@Example.NET>', 'ann@example.net', 'zed@example.net'], 'bounced', null), 2);
   assert.equal(await addSuppressions(ctx.sql, projectId, ['ANN@example.net'], 'unsubscribed', null), 0);
-  const list = await listSuppressions(ctx.sql, projectId);
+  const { rows: list } = await listSuppressions(ctx.sql, projectId);
   assert.deepEqual(list.map((s) => [s.address, s.reason]).sort(), [['ann@example.net', 'bounced'], ['zed@example.net', 'bounced']]);
   assert.deepEqual([...await suppressedAmong(ctx.sql, projectId, ['"A" <ANN@example.net>', 'bob@example.net'])], ['ann@example.net']);
   const other = await ctx.tenant();
