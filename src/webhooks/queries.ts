@@ -1,4 +1,5 @@
 import type { Sql, TxSql } from '../platform/db.ts';
+import { newId } from '../platform/ids.ts';
 import type { DeliveryRow, EndpointRow } from './schemas.ts';
 
 export async function listEndpoints(sql: Sql, projectId: string) {
@@ -75,4 +76,20 @@ export function deliverJob(sql: Sql | TxSql, deliveryId: string, projectId: stri
   return sql`graphile_worker.add_job('webhook__deliver',
     json_build_object('delivery_id', ${deliveryId}::text, 'project_id', ${projectId}::text),
     run_at := coalesce(${runAt}::timestamptz, now()), job_key := ${deliveryId}::text, max_attempts := 3)`;
+}
+
+/**
+ * A new pending delivery of the same event to the same endpoint, with its job, in one
+ * transaction. Undefined when the delivery is not the endpoint's (or not the project's).
+ */
+export async function insertRedelivery(sql: Sql, projectId: string, endpointId: string, deliveryId: string) {
+  return sql.begin(async (tx) => {
+    const [row] = await tx<[DeliveryRow?]>`
+      insert into webhook_deliveries (id, project_id, endpoint_id, event_id, next_attempt_at, redelivery_of)
+      select ${newId('delivery')}, project_id, endpoint_id, event_id, now(), id from webhook_deliveries
+      where id = ${deliveryId} and endpoint_id = ${endpointId} and project_id = ${projectId}
+      returning id, event_id, status, attempt_count, created_at, last_attempt_at, next_attempt_at, response_status, error`;
+    if (row) await tx`select ${deliverJob(tx, row.id, projectId)}`;
+    return row;
+  });
 }

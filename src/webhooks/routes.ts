@@ -2,7 +2,9 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { ApiError, errorResponses, requireId } from '../http/errors.ts';
 import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
-import { WebhookDeliveryList, WebhookEndpointList, toDeliveryResponse, toEndpointResponse } from './schemas.ts';
+import { WebhookDeliveryList, WebhookDeliveryResponse, WebhookEndpointList, toDeliveryResponse, toEndpointResponse } from './schemas.ts';
+import { redeliver } from './service.ts';
+import { ServiceError } from '../platform/errors.ts';
 import * as q from './queries.ts';
 
 const list = createRoute({
@@ -36,10 +38,39 @@ const deliveries = createRoute({
   },
 });
 
+const retry = createRoute({
+  method: 'post',
+  path: '/v1/webhooks/{endpoint_id}/deliveries/{delivery_id}/retry',
+  tags: ['webhooks'],
+  summary: 'Redeliver',
+  description:
+    'Sends the delivery\'s event to the endpoint again now, as a new delivery (202, the new delivery). ' +
+    'A disabled endpoint answers 409 `endpoint_disabled`; a delivery of another endpoint or project, 404.',
+  security: SECURITY,
+  request: { params: z.object({ endpoint_id: z.string().max(100), delivery_id: z.string().max(100) }) },
+  responses: {
+    202: { description: 'The new delivery, pending.', content: { 'application/json': { schema: WebhookDeliveryResponse } } },
+    ...errorResponses(401, 404, 409, 422, 429),
+  },
+});
+
 export function registerWebhookRoutes(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async (c) => {
     const rows = await q.listEndpoints(c.var.deps.sql, c.var.projectId);
     return c.json({ data: rows.map(toEndpointResponse) }, 200);
+  });
+
+  app.openapi(retry, async (c) => {
+    const params = c.req.valid('param');
+    const endpointId = requireId('webhook', params.endpoint_id, 'Webhook endpoint not found.');
+    const deliveryId = requireId('delivery', params.delivery_id, 'Webhook delivery not found.');
+    try {
+      const row = await redeliver(c.var.deps.sql, c.var.projectId, endpointId, deliveryId);
+      return c.json(toDeliveryResponse(row), 202);
+    } catch (err) {
+      if (!(err instanceof ServiceError)) throw err;
+      throw err.code === 'conflict' ? new ApiError('endpoint_disabled', err.message) : new ApiError('not_found', err.message);
+    }
   });
 
   app.openapi(deliveries, async (c) => {

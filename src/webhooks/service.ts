@@ -55,3 +55,16 @@ export async function getEndpointSecret(sql: Sql, config: Config, projectId: str
   if (!sealed) throw new ServiceError('not_found', `webhook endpoint ${endpointId} not found`);
   return openSecret(config, sealed);
 }
+
+/**
+ * Sends a delivery's event to its endpoint again now, as a new delivery (the old one keeps its
+ * record). A disabled endpoint is refused: its new delivery would only settle as disabled.
+ */
+export async function redeliver(sql: Sql, projectId: string, endpointId: string, deliveryId: string) {
+  const endpoint = await q.getEndpoint(sql, projectId, endpointId);
+  if (!endpoint) throw new ServiceError('not_found', 'Webhook endpoint not found.');
+  if (endpoint.status !== 'active') throw new ServiceError('conflict', 'The endpoint is disabled; enable it before redelivering.');
+  const delivery = await q.insertRedelivery(sql, projectId, endpointId, deliveryId);
+  if (!delivery) throw new ServiceError('not_found', 'Webhook delivery not found.');
+  return delivery;
+}

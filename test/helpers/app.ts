@@ -30,7 +30,7 @@ export type TestContext = {
 export async function createTestContext(opts: { env?: Record<string, string>; limiter?: RateLimiter } = {}): Promise<TestContext> {
   const { url, sql } = await createTestDatabase();
   const config = testConfig(url, opts.env);
-  const deps: AppDeps = { config, sql, log: createLogger('silent'), limiter: opts.limiter ?? new MemoryRateLimiter() };
+  const deps: AppDeps = { config, sql, log: createLogger(process.env.TEST_LOG_LEVEL ?? "silent"), limiter: opts.limiter ?? new MemoryRateLimiter() };
   const app = createApp(deps);
   return {
     app,

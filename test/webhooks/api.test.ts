@@ -141,3 +141,37 @@ test('CLI: a forbidden URL or an unknown endpoint exits 1 with one line', async 
   const [{ count }] = await ctx.sql<[{ count: number }]>`select count(*)::int from webhook_endpoints where project_id = ${projectId}`;
   assert.equal(count, 0);
 });
+
+test('redelivery sends the same event again as a new delivery; disabled endpoints 409, foreign ones 404', async () => {
+  const { projectId, key } = await ctx.tenant();
+  const other = await ctx.tenant();
+  const hook = await createEndpoint(ctx.sql, ctx.config, projectId, receiver.url('/redeliver'));
+  const { eventId } = await emitEvent(ctx.sql, projectId);
+  const [first] = await waitFor('the first delivery', async () => {
+    const rows = await deliveriesFor(ctx.sql, hook.endpoint.id);
+    return rows.length === 1 && rows[0]!.status === 'delivered' && rows;
+  });
+  const path = `/v1/webhooks/${hook.endpoint.id}/deliveries/${first!.id}/retry`;
+  const res = await ctx.call(key, path, { method: 'POST' });
+  assert.equal(res.status, 202);
+  const created = (await res.json()) as { id: string; event_id: string; status: string; attempt_count: number };
+  assert.notEqual(created.id, first!.id);
+  assert.equal(created.event_id, eventId);
+  assert.equal(created.status, 'pending');
+  assert.equal(created.attempt_count, 0);
+  await waitFor('the redelivery', async () => (await deliveriesFor(ctx.sql, hook.endpoint.id)).every((r) => r.status === 'delivered') &&
+    receiver.requests.filter((r) => r.path === '/redeliver').length === 2);
+  const bodies = receiver.requests.filter((r) => r.path === '/redeliver').map((r) => JSON.parse(r.body.toString()).id);
+  assert.deepEqual(bodies, [eventId, eventId], 'the same event, so receivers deduplicate it');
+
+  assert.equal((await ctx.call(other.key, path, { method: 'POST' })).status, 404, 'another project');
+  assert.equal((await ctx.call(key, `/v1/webhooks/${hook.endpoint.id}/deliveries/whd_01ARZ3NDEKTSV4RRFFQ69G5FAV/retry`, { method: 'POST' })).status, 404);
+  assert.equal((await ctx.call(key, `/v1/webhooks/${hook.endpoint.id}/deliveries/nope/retry`, { method: 'POST' })).status, 404);
+  const second = await createEndpoint(ctx.sql, ctx.config, projectId, receiver.url('/redeliver-2'));
+  assert.equal((await ctx.call(key, `/v1/webhooks/${second.endpoint.id}/deliveries/${first!.id}/retry`, { method: 'POST' })).status, 404, 'a delivery of another endpoint');
+
+  await ctx.sql`update webhook_endpoints set status = 'disabled_by_user' where id = ${hook.endpoint.id}`;
+  const disabled = await ctx.call(key, path, { method: 'POST' });
+  assert.equal(disabled.status, 409);
+  assert.equal(((await disabled.json()) as { error: { type: string } }).error.type, 'endpoint_disabled');
+});
