@@ -13,7 +13,7 @@ export type EmailContent = {
   html: string | null;
   text: string | null;
   headers: Record<string, string>;
-  attachments: { filename: string; contentType: string; content: string /* base64 */ }[];
+  attachments: { filename: string; contentType: string; content: string /* base64 */; contentId?: string }[];
 };
 
 export type ComposeInput = EmailContent & {
@@ -59,6 +59,8 @@ export async function composeMime(input: ComposeInput): Promise<Buffer> {
       contentType: a.contentType,
       content: a.content,
       encoding: 'base64',
+      // An inline part: MailComposer gives it `Content-ID: <cid>` and puts it in multipart/related.
+      ...(a.contentId ? { cid: a.contentId } : {}),
     })),
     // Content only ever comes from the request; never let a value be read as a path or URL.
     disableFileAccess: true,

@@ -13,7 +13,7 @@ export function fingerprint(send: SendEmail): Buffer {
   const headers = Object.entries(send.headers).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return sha256(JSON.stringify([
     send.from, send.to, send.cc, send.bcc, send.replyTo, send.subject, send.html, send.text, headers,
-    send.attachments.map((a) => [a.filename, a.contentType, a.content]),
+    send.attachments.map((a) => [a.filename, a.contentType, a.content, a.contentId ?? null]),
   ]));
 }
 

@@ -36,6 +36,13 @@ export async function listEmails(
 
 export type NewEmail = EmailContent & { id: string; projectId: string };
 
+/** An attachment as the `attachments` column holds it. */
+export type StoredAttachment = { filename: string; content_type?: string; content: string; content_id?: string };
+
+function storedAttachments(list: EmailContent['attachments']): StoredAttachment[] {
+  return list.map((a) => ({ filename: a.filename, content_type: a.contentType, content: a.content, ...(a.contentId ? { content_id: a.contentId } : {}) }));
+}
+
 /** The row and its `email__send` job; call inside `sql.begin()` so both commit or neither. */
 export async function insertQueuedEmail(tx: TxSql, e: NewEmail) {
   await tx`
@@ -43,7 +50,7 @@ export async function insertQueuedEmail(tx: TxSql, e: NewEmail) {
                         reply_to_addresses, subject, html, text, headers, attachments)
     values (${e.id}, ${e.projectId}, 'queued', ${e.from}, ${e.to}::text[], ${e.cc}::text[], ${e.bcc}::text[],
             ${e.replyTo}::text[], ${e.subject}, ${e.html}, ${e.text}, ${tx.json(e.headers)},
-            ${tx.json(e.attachments.map((a) => ({ filename: a.filename, content_type: a.contentType, content: a.content })))})`;
+            ${tx.json(storedAttachments(e.attachments))})`;
   await tx`select ${sendJob(tx, e.id, e.projectId)}`;
 }
 
@@ -67,7 +74,7 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     id: e.id, project_id: e.projectId, from_address: e.from, to_addresses: e.to, cc_addresses: e.cc,
     bcc_addresses: e.bcc, reply_to_addresses: e.replyTo, subject: e.subject, html: e.html, text: e.text,
     headers: e.headers,
-    attachments: e.attachments.map((a) => ({ filename: a.filename, content_type: a.contentType, content: a.content })),
+    attachments: storedAttachments(e.attachments),
   }));
   await tx`
     with inserted as (
@@ -98,7 +105,7 @@ export type ClaimedEmail = {
   html: string | null;
   text: string | null;
   headers: Record<string, string>;
-  attachments: { filename: string; content_type?: string; content: string }[];
+  attachments: StoredAttachment[];
   messageIdHeader: string | null;
   leaseOwner: string;
 };

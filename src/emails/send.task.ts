@@ -55,6 +55,7 @@ function compose(deps: WorkerDeps, email: ClaimedEmail) {
       filename: a.filename,
       contentType: a.content_type ?? 'application/octet-stream',
       content: a.content,
+      contentId: a.content_id,
     })),
     messageId: messageIdFor(email),
     listUnsubscribeUrl: config.publicBaseUrl

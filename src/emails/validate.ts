@@ -43,6 +43,13 @@ export const AttachmentRequest = z
       .refine((t) => !/^multipart\//i.test(t), issue('value_error', 'An attachment cannot be multipart/*'))
       .default('application/octet-stream')
       .openapi({ description: 'MIME type. Default `application/octet-stream`.' }),
+    content_id: z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(/^[!-;=?-~]+$/, 'Content ID must be printable ASCII without spaces or angle brackets')
+      .optional()
+      .openapi({ description: 'Sends the attachment inline with this `Content-ID`, for `<img src="cid:…">` in the HTML.', example: 'logo' }),
   })
   .openapi('AttachmentRequest');
 
@@ -133,7 +140,7 @@ export function parseSendRequest(body: unknown): SendEmail {
     html: orNull(b.html),
     text: orNull(b.text),
     headers: b.headers ?? {},
-    attachments: (b.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.content_type, content: a.content })),
+    attachments: (b.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.content_type, content: a.content, contentId: a.content_id })),
   };
 }
 
