@@ -50,11 +50,11 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   'key create': {
-    usage: 'key create --project P --name NAME',
-    options: { project: { type: 'string' }, name: { type: 'string' } },
+    usage: 'key create --project P --name NAME [--permission full|sending]',
+    options: { project: { type: 'string' }, name: { type: 'string' }, permission: { type: 'string' } },
     async run(ctx, v) {
-      const k = await createApiKey(ctx.sql(), required(v, 'project', this.usage), required(v, 'name', this.usage));
-      return { id: k.id, key: k.key, key_prefix: k.keyPrefix, name: k.name, project: k.projectId, created_at: k.createdAt.toISOString() };
+      const k = await createApiKey(ctx.sql(), required(v, 'project', this.usage), required(v, 'name', this.usage), (v.permission as string | undefined) ?? 'full');
+      return { id: k.id, key: k.key, key_prefix: k.keyPrefix, name: k.name, permission: k.permission, project: k.projectId, created_at: k.createdAt.toISOString() };
     },
   },
   'key revoke': {

@@ -10,12 +10,13 @@ export function KeysPage(props: Base & { keys: ApiKeyRow[]; error?: string }) {
   return (
     <Layout title="API keys" csrf={props.csrf} email={props.email} project={props.project}>
       <table>
-        <thead><tr><th>Name</th><th>Prefix</th><th>Created</th><th>Last used</th><th>Revoked</th><th></th></tr></thead>
+        <thead><tr><th>Name</th><th>Prefix</th><th>Permission</th><th>Created</th><th>Last used</th><th>Revoked</th><th></th></tr></thead>
         <tbody>
           {props.keys.map((k) => (
             <tr>
               <td>{k.name}</td>
               <td><code>{k.keyPrefix}…</code></td>
+              <td>{k.permission === 'sending' ? 'sending only' : 'full access'}</td>
               <td>{when(k.createdAt)}</td>
               <td>{when(k.lastUsedAt)}</td>
               <td>{when(k.revokedAt)}</td>
@@ -34,7 +35,12 @@ export function KeysPage(props: Base & { keys: ApiKeyRow[]; error?: string }) {
       <h2>New key</h2>
       <ErrorNote message={props.error} />
       <Form action={p} csrf={props.csrf}>
-        <input type="text" name="name" required maxlength={200} placeholder="Key name" /> <button type="submit">Create key</button>
+        <input type="text" name="name" required maxlength={200} placeholder="Key name" />{' '}
+        <select name="permission" aria-label="Permission">
+          <option value="full">Full access</option>
+          <option value="sending">Sending only (send, batch, reschedule, cancel)</option>
+        </select>{' '}
+        <button type="submit">Create key</button>
       </Form>
     </Layout>
   );

@@ -15,9 +15,9 @@ export function registerKeyRoutes(app: Hono<DashEnv>) {
 
   app.post('/projects/:projectId/keys', async (c) => {
     const { sql } = c.var.deps;
-    const name = field(await c.req.parseBody(), 'name');
+    const body = await c.req.parseBody();
     try {
-      const created = await createApiKey(sql, c.var.project.id, name);
+      const created = await createApiKey(sql, c.var.project.id, field(body, 'name'), field(body, 'permission') || 'full');
       // Shown in this response only; never stored, never in a URL.
       return render(c, <KeyCreatedPage {...base(c)} name={created.name} apiKey={created.key} />);
     } catch (err) {

@@ -5,6 +5,18 @@ import { clientIp } from './client-ip.ts';
 import type { AppEnv } from './context.ts';
 
 const INVALID = 'Invalid or missing API key.';
+
+/** What a `sending` key may do: send, batch, reschedule and cancel. Everything else is `full` only. */
+const SENDING_ROUTES: Array<[string, RegExp]> = [
+  ['POST', /^\/v1\/emails\/?$/],
+  ['POST', /^\/v1\/emails\/batch\/?$/],
+  ['PATCH', /^\/v1\/emails\/[^/]+\/?$/],
+  ['POST', /^\/v1\/emails\/[^/]+\/cancel\/?$/],
+];
+
+export function sendingKeyMay(method: string, path: string): boolean {
+  return SENDING_ROUTES.some(([m, pattern]) => m === method && pattern.test(path));
+}
 const FAILED_AUTH_PER_MINUTE = 60;
 
 /** Parses `Authorization: Bearer sk_…`; anything else is treated exactly like a wrong key. */
@@ -50,6 +62,9 @@ export function requireApiKey(recordUse: (key: AuthenticatedKey) => Promise<void
     }
 
     await recordUse(match);
+    if (match.permission === 'sending' && !sendingKeyMay(c.req.method, c.req.path)) {
+      throw new ApiError('permission_denied', 'This key may only send, batch, reschedule and cancel emails.', headers);
+    }
 
     c.set('projectId', match.projectId);
     c.set('keyId', match.id);

@@ -1,11 +1,11 @@
 import type { Sql } from '../platform/db.ts';
 import { safeEqual } from '../platform/crypto.ts';
-import { findActiveKeyByHash, touchKey } from './queries.ts';
+import { findActiveKeyByHash, touchKey, type KeyPermission } from './queries.ts';
 import { hashApiKey } from './service.ts';
 
 const KEY_SHAPE = /^sk_[A-Za-z0-9_-]{43}$/;
 
-export type AuthenticatedKey = { id: string; projectId: string };
+export type AuthenticatedKey = { id: string; projectId: string; permission: KeyPermission };
 
 /** Whether a string has the shape of an API key; anything else is never looked up. */
 export function looksLikeApiKey(value: string | undefined): value is string {
@@ -21,7 +21,7 @@ export async function verifyApiKey(sql: Sql, presented: string | undefined): Pro
   const hash = hashApiKey(presented);
   const match = await findActiveKeyByHash(sql, hash);
   if (!match || !safeEqual(match.keyHash, hash)) return undefined;
-  return { id: match.id, projectId: match.projectId };
+  return { id: match.id, projectId: match.projectId, permission: match.permission };
 }
 
 /**

@@ -5,32 +5,36 @@ export type ApiKeyRow = {
   projectId: string;
   name: string;
   keyPrefix: string;
+  permission: KeyPermission;
   createdAt: Date;
   lastUsedAt: Date | null;
   revokedAt: Date | null;
 };
 
-export type KeyMatch = { id: string; projectId: string; keyHash: Buffer; lastUsedAt: Date | null };
+export const KEY_PERMISSIONS = ['full', 'sending'] as const;
+export type KeyPermission = (typeof KEY_PERMISSIONS)[number];
+
+export type KeyMatch = { id: string; projectId: string; keyHash: Buffer; lastUsedAt: Date | null; permission: KeyPermission };
 
 /** Authentication is the one lookup that finds the project rather than filtering by it. */
 export async function findActiveKeyByHash(sql: Sql, keyHash: Buffer) {
   const [row] = await sql<[KeyMatch?]>`
-    select id, project_id, key_hash, last_used_at from api_keys
+    select id, project_id, key_hash, last_used_at, permission from api_keys
     where key_hash = ${keyHash} and revoked_at is null`;
   return row;
 }
 
-export async function insertKey(sql: Sql, key: { id: string; projectId: string; name: string; keyPrefix: string; keyHash: Buffer }) {
+export async function insertKey(sql: Sql, key: { id: string; projectId: string; name: string; keyPrefix: string; keyHash: Buffer; permission: KeyPermission }) {
   const [row] = await sql<ApiKeyRow[]>`
-    insert into api_keys (id, project_id, name, key_prefix, key_hash)
-    values (${key.id}, ${key.projectId}, ${key.name}, ${key.keyPrefix}, ${key.keyHash})
-    returning id, project_id, name, key_prefix, created_at, last_used_at, revoked_at`;
+    insert into api_keys (id, project_id, name, key_prefix, key_hash, permission)
+    values (${key.id}, ${key.projectId}, ${key.name}, ${key.keyPrefix}, ${key.keyHash}, ${key.permission})
+    returning id, project_id, name, key_prefix, permission, created_at, last_used_at, revoked_at`;
   return row!;
 }
 
 export async function listKeys(sql: Sql, projectId: string) {
   return sql<ApiKeyRow[]>`
-    select id, project_id, name, key_prefix, created_at, last_used_at, revoked_at
+    select id, project_id, name, key_prefix, permission, created_at, last_used_at, revoked_at
     from api_keys where project_id = ${projectId} order by id desc`;
 }
 
@@ -38,7 +42,7 @@ export async function revokeKey(sql: Sql, projectId: string, keyId: string) {
   const [row] = await sql<[ApiKeyRow?]>`
     update api_keys set revoked_at = coalesce(revoked_at, now())
     where id = ${keyId} and project_id = ${projectId}
-    returning id, project_id, name, key_prefix, created_at, last_used_at, revoked_at`;
+    returning id, project_id, name, key_prefix, permission, created_at, last_used_at, revoked_at`;
   return row;
 }
 

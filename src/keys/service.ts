@@ -16,10 +16,13 @@ export function hashApiKey(key: string): Buffer {
   return sha256(key);
 }
 
-export async function createApiKey(sql: Sql, projectId: string, name: string) {
+export async function createApiKey(sql: Sql, projectId: string, name: string, permission: string = 'full') {
   await requireProject(sql, projectId);
   const trimmed = name.trim();
   if (!trimmed || trimmed.length > 200) throw new ServiceError('invalid_input', 'key name must be 1 to 200 characters');
+  if (!(q.KEY_PERMISSIONS as readonly string[]).includes(permission)) {
+    throw new ServiceError('invalid_input', `permission must be one of ${q.KEY_PERMISSIONS.join(', ')}`);
+  }
   const key = generateApiKey();
   const row = await q.insertKey(sql, {
     id: newId('key'),
@@ -27,6 +30,7 @@ export async function createApiKey(sql: Sql, projectId: string, name: string) {
     name: trimmed,
     keyPrefix: key.slice(0, KEY_PREFIX_LENGTH),
     keyHash: hashApiKey(key),
+    permission: permission as q.KeyPermission,
   });
   return { ...row, key };
 }

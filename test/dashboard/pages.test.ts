@@ -56,6 +56,12 @@ test('keys: created key shown once and works; revoke; another project\'s key is 
   const list = await b.get(`${P}/keys`);
   assert.ok(!list.text.includes(key), 'the list shows only the prefix');
   assert.ok(list.text.includes(key.slice(0, 12)));
+  assert.match(list.text, /<select name="permission"/);
+
+  const sender = await b.post(`${P}/keys`, { name: 'sender', permission: 'sending' });
+  const senderKey = /id="new-key">(sk_[\w-]{43})</.exec(sender.text)![1]!;
+  assert.equal((await ctx.call(senderKey, '/v1/api-keys')).status, 403, 'a sending key made in the dashboard cannot read');
+  assert.match((await b.get(`${P}/keys`)).text, /sending only/);
 
   const cross = await b.post(`${P}/keys/${other.keyId}/revoke`);
   assert.equal(cross.res.status, 404);
@@ -108,7 +114,7 @@ test('webhooks: register, bad URL inline, edit, disable/enable, secret only on r
   const detail = await b.get(page);
   assert.doesNotMatch(detail.text, /whsec_/, 'nor before reveal');
   const revealed = await b.post(`${page}/secret`);
-  const secret = /id="signing-secret">(whsec_[\w-]{43})</.exec(revealed.text)?.[1];
+  const secret = /id="signing-secret">(whsec_[A-Za-z0-9+/]{43}=)</.exec(revealed.text)?.[1];
   assert.ok(secret);
 
   await b.get(page);
