@@ -51,8 +51,9 @@ async function post(pool: Pool, key: string, total: number) {
 }
 
 /**
- * The route's transaction (emails/queries.ts insertQueuedEmail), as a pgbench script. Ids are
- * time-ordered like the API's ULIDs, so both append to the primary key's index the same way.
+ * One email per transaction (a row and its `add_job`), as a pgbench script: the ceiling of any
+ * design that commits each request on its own. Ids are time-ordered like the API's ULIDs, so
+ * both append to the primary key's index the same way.
  */
 const PGBENCH_SCRIPT = `
 BEGIN;

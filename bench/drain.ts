@@ -3,7 +3,7 @@ import pg from 'pg';
 import { createSql, type Sql } from '../src/platform/db.ts';
 import { newId } from '../src/platform/ids.ts';
 import { createProject } from '../src/projects/service.ts';
-import { insertQueuedEmail } from '../src/emails/queries.ts';
+import { insertQueuedEmails } from '../src/emails/queries.ts';
 import { QUICK, ratio, round, waitUntil, withWorker, type BenchContext, type BenchResult } from './support.ts';
 
 /**
@@ -17,12 +17,12 @@ const EMAILS = QUICK ? 300 : 3000;
 const WARMUP = QUICK ? 50 : 200;
 
 async function enqueue(sql: Sql, projectId: string, count: number) {
-  await sql.begin(async (tx) => { await Promise.all(Array.from({ length: count }, () => insertQueuedEmail(tx, {
+  await sql.begin((tx) => insertQueuedEmails(tx, Array.from({ length: count }, () => ({
     id: newId('email'), projectId,
     from: 'Bench <bench@example.com>', to: ['reader@example.com'], cc: [], bcc: [], replyTo: [],
     subject: 'Your receipt', text: 'Thanks for your order. '.repeat(20), html: `<p>${'Thanks for your order. '.repeat(20)}</p>`,
     headers: {}, attachments: [],
-  }))); });
+  }))));
 }
 
 async function timeDrain(sql: Sql, projectId: string, count: number, expectSent: number): Promise<number> {

@@ -14,6 +14,7 @@ export function fingerprint(send: SendEmail): Buffer {
   return sha256(JSON.stringify([
     send.from, send.to, send.cc, send.bcc, send.replyTo, send.subject, send.html, send.text, headers,
     send.attachments.map((a) => [a.filename, a.contentType, a.content, a.contentId ?? null]),
+    send.scheduledAt?.toISOString() ?? null,
   ]));
 }
 

@@ -4,7 +4,7 @@ import type { EmailContent } from './compose.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
-  headers, provider_message_id, sent_at, delivered_at, last_error, created_at`;
+  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, created_at`;
 
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[EmailWithBodies?]>`
@@ -34,24 +34,14 @@ export async function listEmails(
   return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
 }
 
-export type NewEmail = EmailContent & { id: string; projectId: string };
+/** A new email; with `scheduledAt` in the future it waits as `scheduled`, else it is `queued`. */
+export type NewEmail = EmailContent & { id: string; projectId: string; scheduledAt?: Date | null };
 
 /** An attachment as the `attachments` column holds it. */
 export type StoredAttachment = { filename: string; content_type?: string; content: string; content_id?: string };
 
 function storedAttachments(list: EmailContent['attachments']): StoredAttachment[] {
   return list.map((a) => ({ filename: a.filename, content_type: a.contentType, content: a.content, ...(a.contentId ? { content_id: a.contentId } : {}) }));
-}
-
-/** The row and its `email__send` job; call inside `sql.begin()` so both commit or neither. */
-export async function insertQueuedEmail(tx: TxSql, e: NewEmail) {
-  await tx`
-    insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
-                        reply_to_addresses, subject, html, text, headers, attachments)
-    values (${e.id}, ${e.projectId}, 'queued', ${e.from}, ${e.to}::text[], ${e.cc}::text[], ${e.bcc}::text[],
-            ${e.replyTo}::text[], ${e.subject}, ${e.html}, ${e.text}, ${tx.json(e.headers)},
-            ${tx.json(storedAttachments(e.attachments))})`;
-  await tx`select ${sendJob(tx, e.id, e.projectId)}`;
 }
 
 /**
@@ -75,20 +65,24 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     bcc_addresses: e.bcc, reply_to_addresses: e.replyTo, subject: e.subject, html: e.html, text: e.text,
     headers: e.headers,
     attachments: storedAttachments(e.attachments),
+    scheduled_at: e.scheduledAt?.toISOString() ?? null,
   }));
   await tx`
     with inserted as (
       insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
-                          reply_to_addresses, subject, html, text, headers, attachments)
-      select r.id, r.project_id, 'queued', r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
-             r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments
+                          reply_to_addresses, subject, html, text, headers, attachments, scheduled_at)
+      select r.id, r.project_id, case when r.scheduled_at > now() then 'scheduled' else 'queued' end,
+             r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
+             r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments,
+             case when r.scheduled_at > now() then r.scheduled_at end
       from jsonb_to_recordset(${tx.json(rows)}) as r(
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
-        reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb)
-      returning id, project_id
+        reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz)
+      returning id, project_id, scheduled_at
     )
     select count(*) from graphile_worker.add_jobs(array(
-      select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null, now(), 25, id, null, null)::graphile_worker.job_spec
+      select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null,
+                 coalesce(scheduled_at, now()), 25, id, null, null)::graphile_worker.job_spec
       from inserted))`;
 }
 
@@ -126,7 +120,9 @@ export async function claimEmail(
     update emails set status = 'sending', attempt_count = attempt_count + 1, updated_at = now(),
       lease_owner = ${lease.owner}, lease_expires_at = now() + make_interval(secs => ${lease.seconds})
     where id = ${emailId} and project_id = ${projectId}
-      and (status = 'queued' or (status = 'sending' and (
+      and (status = 'queued'
+        or (status = 'scheduled' and scheduled_at <= now() + interval '1 second')
+        or (status = 'sending' and (
         lease_expires_at is null or lease_expires_at < now()
         or not exists (
           select 1 from worker_heartbeats h
@@ -185,5 +181,37 @@ export async function requeue(sql: Sql, email: ClaimedEmail, delayMs: number, co
       where ${HELD(tx, email)}
       returning id`;
     if (row) await tx`select ${sendJob(tx, email.id, email.projectId, delayMs)}`;
+  });
+}
+
+/**
+ * Moves a scheduled email to `at` and replaces its job (the same job key), in one transaction. A
+ * time not in the future makes it `queued` now. Undefined when the email is not `scheduled`.
+ */
+export async function rescheduleEmail(sql: Sql, projectId: string, emailId: string, at: Date) {
+  return sql.begin(async (tx) => {
+    const [row] = await tx<[{ scheduledAt: Date | null }?]>`
+      update emails set
+        status = case when ${at} > now() then 'scheduled' else 'queued' end,
+        scheduled_at = case when ${at} > now() then ${at}::timestamptz end,
+        updated_at = now()
+      where id = ${emailId} and project_id = ${projectId} and status = 'scheduled'
+      returning scheduled_at`;
+    if (!row) return undefined;
+    await tx`select ${sendJob(tx, emailId, projectId, Math.max(0, at.getTime() - Date.now()))}`;
+    return row;
+  });
+}
+
+/** `canceled`, and its waiting job removed. Undefined when the email is not `scheduled`. */
+export async function cancelEmail(sql: Sql, projectId: string, emailId: string) {
+  return sql.begin(async (tx) => {
+    const [row] = await tx<[{ id: string }?]>`
+      update emails set status = 'canceled', scheduled_at = null, updated_at = now()
+      where id = ${emailId} and project_id = ${projectId} and status = 'scheduled'
+      returning id`;
+    // A job already running finds the email canceled and sends nothing; a waiting one goes.
+    if (row) await tx`select graphile_worker.remove_job(${emailId})`;
+    return row;
   });
 }

@@ -1,5 +1,6 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { ApiError, errorResponses, requireId } from '../http/errors.ts';
+import { ApiError, errorResponses, requireId, validationErrorFromZod } from '../http/errors.ts';
+import type { Context } from 'hono';
 import { isWellFormedId } from '../platform/ids.ts';
 import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
@@ -7,7 +8,7 @@ import { readJsonBody } from '../http/body.ts';
 import { newId } from '../platform/ids.ts';
 import { EMAIL_STATUSES, EmailList, EmailResponse, toEmailListItem, toEmailResponse } from './schemas.ts';
 import * as q from './queries.ts';
-import { IdempotencyHeaders, SendEmailRequest, SendEmailResponse, parseIdempotencyKey, parseSendRequest } from './validate.ts';
+import { IdempotencyHeaders, ScheduledAt, SendEmailRequest, SendEmailResponse, parseIdempotencyKey, parseSendRequest } from './validate.ts';
 import { assertMessageSize } from './message-size.ts';
 import { acceptOnce, findReplay, fingerprint } from './idempotency.ts';
 import { acceptQueued } from './accept.ts';
@@ -97,6 +98,47 @@ const listEvents = createRoute({
   },
 });
 
+const EmailIdParam = z.object({ email_id: z.string().max(100) });
+
+const reschedule = createRoute({
+  method: 'patch',
+  path: '/v1/emails/{email_id}',
+  tags: ['emails'],
+  summary: 'Reschedule an email',
+  description: 'Moves a `scheduled` email to a new `scheduled_at` (a time not in the future sends it now). Any other status answers 409 `email_not_scheduled`.',
+  security: SECURITY,
+  request: {
+    params: EmailIdParam,
+    body: { required: true, content: { 'application/json': { schema: z.object({ scheduled_at: ScheduledAt }).openapi('RescheduleRequest') } } },
+  },
+  responses: {
+    200: { description: 'The email, rescheduled.', content: { 'application/json': { schema: EmailResponse } } },
+    ...errorResponses(401, 404, 409, 413, 422, 429),
+  },
+});
+
+const cancel = createRoute({
+  method: 'post',
+  path: '/v1/emails/{email_id}/cancel',
+  tags: ['emails'],
+  summary: 'Cancel a scheduled email',
+  description: 'A `scheduled` email becomes `canceled` and is never sent. Any other status answers 409 `email_not_scheduled`.',
+  security: SECURITY,
+  request: { params: EmailIdParam },
+  responses: {
+    200: { description: 'The email, canceled.', content: { 'application/json': { schema: EmailResponse } } },
+    ...errorResponses(401, 404, 409, 422, 429),
+  },
+});
+
+/** The email after a change, or the 404/409 that explains why there was none. */
+async function afterChange(c: Context<AppEnv>, emailId: string, changed: unknown) {
+  const row = await q.getEmail(c.var.deps.sql, c.var.projectId, emailId);
+  if (!row) throw new ApiError('not_found', 'Email not found.');
+  if (!changed) throw new ApiError('email_not_scheduled', `The email is ${row.status}; only a scheduled email can be changed.`);
+  return c.json(toEmailResponse(row), 200);
+}
+
 export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
   // The body is read here with a byte bound rather than by the route's json validator, which
   // would buffer any size; the createRoute above still documents the request and its answers.
@@ -114,12 +156,13 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
       accepted = key === undefined
         ? { emailId: await acceptQueued(sql, { id, projectId, ...send }), replayed: false }
         : await acceptOnce(sql, projectId, key, print, async (tx) => {
-          await q.insertQueuedEmail(tx, { id, projectId, ...send });
+          await q.insertQueuedEmails(tx, [{ id, projectId, ...send }]);
           return id;
         });
     }
     if (accepted.replayed) c.header('Idempotent-Replayed', 'true');
-    return c.json({ id: accepted.emailId, status: 'queued' as const }, 201);
+    const status = send.scheduledAt && send.scheduledAt.getTime() > Date.now() ? 'scheduled' as const : 'queued' as const;
+    return c.json({ id: accepted.emailId, status }, 201);
   });
 
   app.openapi(listEmails, async (c) => {
@@ -131,6 +174,21 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
     }
     const page = await q.listEmails(sql, projectId, { limit, startingAfter, status });
     return c.json({ data: page.rows.map(toEmailListItem), has_more: page.hasMore }, 200);
+  });
+
+  app.openAPIRegistry.registerPath(reschedule);
+  app.patch(reschedule.path.replace('{email_id}', ':email_id'), async (c) => {
+    const emailId = requireId('email', c.req.param('email_id') ?? '', 'Email not found.');
+    const body = await readJsonBody(c.req.raw, 16 * 1024);
+    const parsed = z.object({ scheduled_at: ScheduledAt }).safeParse(body);
+    if (!parsed.success) throw validationErrorFromZod(parsed.error, 'json');
+    const changed = await q.rescheduleEmail(c.var.deps.sql, c.var.projectId, emailId, new Date(parsed.data.scheduled_at));
+    return afterChange(c, emailId, changed);
+  });
+
+  app.openapi(cancel, async (c) => {
+    const emailId = requireId('email', c.req.valid('param').email_id, 'Email not found.');
+    return afterChange(c, emailId, await q.cancelEmail(c.var.deps.sql, c.var.projectId, emailId));
   });
 
   app.openapi(listEvents, async (c) => {

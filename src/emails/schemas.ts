@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi';
 
-export const EMAIL_STATUSES = ['queued', 'sending', 'sent', 'failed'] as const;
+export const EMAIL_STATUSES = ['scheduled', 'queued', 'sending', 'sent', 'failed', 'canceled'] as const;
 export type EmailStatus = (typeof EMAIL_STATUSES)[number];
 
 export const EmailResponse = z
@@ -20,6 +20,7 @@ export const EmailResponse = z
     sent_at: z.string().datetime().nullable().optional(),
     delivered_at: z.string().datetime().nullable().optional(),
     last_error: z.string().nullable().optional(),
+    scheduled_at: z.string().datetime().nullable().optional().openapi({ description: 'When a scheduled email is due; null otherwise.' }),
   })
   .openapi('EmailResponse');
 
@@ -43,6 +44,7 @@ export type EmailRow = {
   sentAt: Date | null;
   deliveredAt: Date | null;
   lastError: string | null;
+  scheduledAt: Date | null;
   createdAt: Date;
 };
 
@@ -66,6 +68,7 @@ export function toEmailListItem(row: EmailRow): z.infer<typeof EmailListItem> {
     sent_at: iso(row.sentAt),
     delivered_at: iso(row.deliveredAt),
     last_error: row.lastError,
+    scheduled_at: iso(row.scheduledAt),
   };
 }
 

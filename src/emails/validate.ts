@@ -66,6 +66,18 @@ const Headers = z
 
 const present = (s: string | null | undefined) => typeof s === 'string' && s.length > 0;
 
+/** How far ahead a send may be scheduled. */
+export const MAX_SCHEDULE_DAYS = 30;
+const ISO_WITH_OFFSET = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|z|[+-]\d{2}:\d{2})$/;
+
+/** An ISO 8601 date-time with an offset, at most 30 days ahead; a past time means now. */
+export const ScheduledAt = z
+  .string()
+  .max(64)
+  .refine((s) => ISO_WITH_OFFSET.test(s) && !Number.isNaN(Date.parse(s)), issue('datetime_invalid', 'scheduled_at must be an ISO 8601 date-time with an offset, such as 2026-05-04T09:00:00Z'))
+  .refine((s) => Date.parse(s) <= Date.now() + MAX_SCHEDULE_DAYS * 86_400_000, issue('datetime_too_late', `scheduled_at may be at most ${MAX_SCHEDULE_DAYS} days ahead`, { max_days: MAX_SCHEDULE_DAYS }))
+  .openapi({ description: 'Send later: an ISO 8601 date-time with an offset, at most 30 days ahead. A time in the past sends at once.', example: '2026-05-04T09:00:00Z' });
+
 export const SendEmailRequest = z
   .object({
     from: mailbox(320).openapi({ description: 'Sender, max 320 characters; may carry a display name.', example: 'Acme <billing@acme.example>' }),
@@ -78,6 +90,7 @@ export const SendEmailRequest = z
     reply_to: recipients('Reply-To addresses').nullable().optional(),
     headers: Headers.optional(),
     attachments: z.array(AttachmentRequest).optional(),
+    scheduled_at: ScheduledAt.optional(),
   })
   .superRefine((body, ctx) => {
     const count = (v: string | string[] | null | undefined) => (v == null ? 0 : typeof v === 'string' ? 1 : v.length);
@@ -90,7 +103,10 @@ export const SendEmailRequest = z
   .openapi('SendEmailRequest');
 
 export const SendEmailResponse = z
-  .object({ id: z.string().openapi({ example: 'email_01JD3Z8K6Q5W0R1S2T3V4X5Y6Z' }), status: z.literal('queued') })
+  .object({
+    id: z.string().openapi({ example: 'email_01JD3Z8K6Q5W0R1S2T3V4X5Y6Z' }),
+    status: z.enum(['queued', 'scheduled']).openapi({ description: '`scheduled` when `scheduled_at` is in the future.' }),
+  })
   .openapi('SendEmailResponse');
 
 export const IdempotencyHeaders = z.object({
@@ -100,7 +116,7 @@ export const IdempotencyHeaders = z.object({
 });
 
 /** The request after validation, in the shape the database and the composer take. */
-export type SendEmail = EmailContent;
+export type SendEmail = EmailContent & { scheduledAt: Date | null };
 
 const list = (v: string | string[] | null | undefined) => (v == null ? [] : typeof v === 'string' ? [v] : v);
 const orNull = (s: string | null | undefined) => (present(s) ? s! : null);
@@ -141,6 +157,7 @@ export function parseSendRequest(body: unknown): SendEmail {
     text: orNull(b.text),
     headers: b.headers ?? {},
     attachments: (b.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.content_type, content: a.content, contentId: a.content_id })),
+    scheduledAt: b.scheduled_at ? new Date(b.scheduled_at) : null,
   };
 }
 
