@@ -3,7 +3,7 @@ import { sha256 } from '../platform/crypto.ts';
 import type { Sql, TxSql } from '../platform/db.ts';
 import type { SendEmail } from './validate.ts';
 
-export type Accepted = { emailId: string; replayed: boolean };
+export type Accepted = { emailIds: string[]; replayed: boolean };
 
 /**
  * SHA-256 of the validated request in a fixed order, so whitespace, key order and
@@ -18,9 +18,14 @@ export function fingerprint(send: SendEmail): Buffer {
   ]));
 }
 
+/** The fingerprint of a whole batch: its items' in order, marked so no single send can match it. */
+export function batchFingerprint(items: SendEmail[]): Buffer {
+  return sha256(Buffer.concat([Buffer.from('batch'), ...items.map(fingerprint)]));
+}
+
 async function findLiveKey(sql: Sql, projectId: string, key: string) {
-  const [row] = await sql<[{ emailId: string; fingerprint: Buffer }?]>`
-    select email_id, fingerprint from idempotency_keys
+  const [row] = await sql<[{ emailIds: string[]; fingerprint: Buffer }?]>`
+    select coalesce(email_ids, array[email_id]) as email_ids, fingerprint from idempotency_keys
     where project_id = ${projectId} and idempotency_key = ${key}
       and created_at > now() - interval '24 hours'`;
   return row;
@@ -30,12 +35,12 @@ async function findLiveKey(sql: Sql, projectId: string, key: string) {
  * Takes the key for `emailId`. A live holder (committed, or committing concurrently: the insert
  * waits on its row lock) leaves us with nothing returned; a holder older than 24 h is replaced.
  */
-async function claimKey(tx: TxSql, projectId: string, key: string, print: Buffer, emailId: string): Promise<boolean> {
+async function claimKey(tx: TxSql, projectId: string, key: string, print: Buffer, emailIds: string[]): Promise<boolean> {
   const [row] = await tx`
-    insert into idempotency_keys (project_id, idempotency_key, fingerprint, email_id)
-    values (${projectId}, ${key}, ${print}, ${emailId})
+    insert into idempotency_keys (project_id, idempotency_key, fingerprint, email_id, email_ids)
+    values (${projectId}, ${key}, ${print}, ${emailIds[0]!}, ${emailIds}::text[])
     on conflict (project_id, idempotency_key) do update
-      set fingerprint = excluded.fingerprint, email_id = excluded.email_id, created_at = now()
+      set fingerprint = excluded.fingerprint, email_id = excluded.email_id, email_ids = excluded.email_ids, created_at = now()
       where idempotency_keys.created_at <= now() - interval '24 hours'
     returning email_id`;
   return row !== undefined;
@@ -43,11 +48,11 @@ async function claimKey(tx: TxSql, projectId: string, key: string, print: Buffer
 
 class KeyTaken extends Error {}
 
-function replay(held: { emailId: string; fingerprint: Buffer }, print: Buffer): Accepted {
+function replay(held: { emailIds: string[]; fingerprint: Buffer }, print: Buffer): Accepted {
   if (!held.fingerprint.equals(print)) {
     throw new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different request body.');
   }
-  return { emailId: held.emailId, replayed: true };
+  return { emailIds: held.emailIds, replayed: true };
 }
 
 /** The first answer for a key already used in this project, or undefined when the key is free. */
@@ -66,17 +71,17 @@ export async function acceptOnce(
   projectId: string,
   key: string | undefined,
   print: Buffer,
-  create: (tx: TxSql) => Promise<string>,
+  create: (tx: TxSql) => Promise<string[]>,
 ): Promise<Accepted> {
-  if (key === undefined) return { emailId: await sql.begin((tx) => create(tx)), replayed: false };
+  if (key === undefined) return { emailIds: await sql.begin((tx) => create(tx)), replayed: false };
   for (let attempt = 0; ; attempt++) {
     try {
-      const emailId = await sql.begin(async (tx) => {
-        const id = await create(tx);
-        if (!(await claimKey(tx, projectId, key, print, id))) throw new KeyTaken();
-        return id;
+      const emailIds = await sql.begin(async (tx) => {
+        const ids = await create(tx);
+        if (!(await claimKey(tx, projectId, key, print, ids))) throw new KeyTaken();
+        return ids;
       });
-      return { emailId, replayed: false };
+      return { emailIds, replayed: false };
     } catch (err) {
       if (!(err instanceof KeyTaken) || attempt >= 5) throw err;
     }

@@ -10,7 +10,8 @@ import { EMAIL_STATUSES, EmailList, EmailResponse, toEmailListItem, toEmailRespo
 import * as q from './queries.ts';
 import { IdempotencyHeaders, ScheduledAt, SendEmailRequest, SendEmailResponse, parseIdempotencyKey, parseSendRequest } from './validate.ts';
 import { assertMessageSize } from './message-size.ts';
-import { acceptOnce, findReplay, fingerprint } from './idempotency.ts';
+import { acceptOnce, batchFingerprint, findReplay, fingerprint } from './idempotency.ts';
+import { MAX_BATCH, parseBatch } from './batch.ts';
 import { acceptQueued } from './accept.ts';
 import { listEventsOfEmail } from '../events/queries.ts';
 
@@ -100,6 +101,29 @@ const listEvents = createRoute({
 
 const EmailIdParam = z.object({ email_id: z.string().max(100) });
 
+const BatchResponse = z
+  .object({ data: z.array(SendEmailResponse) })
+  .openapi('BatchSendResponse');
+
+const sendBatch = createRoute({
+  method: 'post',
+  path: '/v1/emails/batch',
+  tags: ['emails'],
+  summary: 'Send a batch',
+  description:
+    `Up to ${MAX_BATCH} send requests in one JSON array, validated all or nothing (a 422 \`loc\` starts with ` +
+    '`["body", i]`) and recorded in one transaction. Answers the ids in request order. An `Idempotency-Key` covers the whole batch.',
+  security: SECURITY,
+  request: {
+    headers: IdempotencyHeaders,
+    body: { required: true, content: { 'application/json': { schema: z.array(SendEmailRequest).min(1).max(MAX_BATCH) } } },
+  },
+  responses: {
+    201: { description: 'Every email accepted.', content: { 'application/json': { schema: BatchResponse } } },
+    ...errorResponses(401, 409, 413, 422, 429),
+  },
+});
+
 const reschedule = createRoute({
   method: 'patch',
   path: '/v1/emails/{email_id}',
@@ -154,15 +178,15 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
       const id = newId('email');
       await assertMessageSize(send, id, projectId, config);
       accepted = key === undefined
-        ? { emailId: await acceptQueued(sql, { id, projectId, ...send }), replayed: false }
+        ? { emailIds: [await acceptQueued(sql, { id, projectId, ...send })], replayed: false }
         : await acceptOnce(sql, projectId, key, print, async (tx) => {
           await q.insertQueuedEmails(tx, [{ id, projectId, ...send }]);
-          return id;
+          return [id];
         });
     }
     if (accepted.replayed) c.header('Idempotent-Replayed', 'true');
     const status = send.scheduledAt && send.scheduledAt.getTime() > Date.now() ? 'scheduled' as const : 'queued' as const;
-    return c.json({ id: accepted.emailId, status }, 201);
+    return c.json({ id: accepted.emailIds[0]!, status }, 201);
   });
 
   app.openapi(listEmails, async (c) => {
@@ -174,6 +198,25 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
     }
     const page = await q.listEmails(sql, projectId, { limit, startingAfter, status });
     return c.json({ data: page.rows.map(toEmailListItem), has_more: page.hasMore }, 200);
+  });
+
+  app.openAPIRegistry.registerPath(sendBatch);
+  app.post(sendBatch.path, async (c) => {
+    const { config, sql } = c.var.deps;
+    const projectId = c.var.projectId;
+    const key = parseIdempotencyKey(c.req.header('idempotency-key'));
+    const { sends, emails } = await parseBatch(await readJsonBody(c.req.raw, bodyLimit(config.emailMaxMessageBytes)), projectId, config);
+    const print = batchFingerprint(sends);
+    const accepted = (key === undefined ? undefined : await findReplay(sql, projectId, key, print))
+      ?? await acceptOnce(sql, projectId, key, print, async (tx) => {
+        await q.insertQueuedEmails(tx, emails);
+        return emails.map((e) => e.id);
+      });
+    if (accepted.replayed) c.header('Idempotent-Replayed', 'true');
+    const now = Date.now();
+    return c.json({
+      data: accepted.emailIds.map((id, i) => ({ id, status: (sends[i]?.scheduledAt?.getTime() ?? 0) > now ? 'scheduled' as const : 'queued' as const })),
+    }, 201);
   });
 
   app.openAPIRegistry.registerPath(reschedule);
