@@ -15,6 +15,7 @@ export function fingerprint(send: SendEmail): Buffer {
     send.from, send.to, send.cc, send.bcc, send.replyTo, send.subject, send.html, send.text, headers,
     send.attachments.map((a) => [a.filename, a.contentType, a.content, a.contentId ?? null]),
     send.scheduledAt?.toISOString() ?? null,
+    send.tags.map((t) => [t.name, t.value]),
   ]));
 }
 

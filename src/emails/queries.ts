@@ -4,7 +4,7 @@ import type { EmailContent } from './compose.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
-  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, created_at`;
+  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, created_at`;
 
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[EmailWithBodies?]>`
@@ -21,13 +21,14 @@ export async function emailExists(sql: Sql, projectId: string, emailId: string):
 export async function listEmails(
   sql: Sql,
   projectId: string,
-  opts: { limit: number; startingAfter?: string; status?: EmailStatus },
+  opts: { limit: number; startingAfter?: string; status?: EmailStatus; tag?: { name: string; value: string } },
 ) {
   const rows = await sql<EmailRow[]>`
     select ${EMAIL_COLUMNS(sql)}
     from emails
     where project_id = ${projectId}
       ${opts.status ? sql`and status = ${opts.status}` : sql``}
+      ${opts.tag ? sql`and tags @> ${sql.json([opts.tag])}::jsonb` : sql``}
       ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
     order by id desc
     limit ${opts.limit + 1}`;
@@ -35,7 +36,7 @@ export async function listEmails(
 }
 
 /** A new email; with `scheduledAt` in the future it waits as `scheduled`, else it is `queued`. */
-export type NewEmail = EmailContent & { id: string; projectId: string; scheduledAt?: Date | null };
+export type NewEmail = EmailContent & { id: string; projectId: string; scheduledAt?: Date | null; tags?: { name: string; value: string }[] };
 
 /** An attachment as the `attachments` column holds it. */
 export type StoredAttachment = { filename: string; content_type?: string; content: string; content_id?: string };
@@ -66,18 +67,19 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     headers: e.headers,
     attachments: storedAttachments(e.attachments),
     scheduled_at: e.scheduledAt?.toISOString() ?? null,
+    tags: e.tags ?? [],
   }));
   await tx`
     with inserted as (
       insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
-                          reply_to_addresses, subject, html, text, headers, attachments, scheduled_at)
+                          reply_to_addresses, subject, html, text, headers, attachments, scheduled_at, tags)
       select r.id, r.project_id, case when r.scheduled_at > now() then 'scheduled' else 'queued' end,
              r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
              r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments,
-             case when r.scheduled_at > now() then r.scheduled_at end
+             case when r.scheduled_at > now() then r.scheduled_at end, r.tags
       from jsonb_to_recordset(${tx.json(rows)}) as r(
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
-        reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz)
+        reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb)
       returning id, project_id, scheduled_at
     )
     select count(*) from graphile_worker.add_jobs(array(
@@ -102,6 +104,7 @@ export type ClaimedEmail = {
   attachments: StoredAttachment[];
   messageIdHeader: string | null;
   leaseOwner: string;
+  tags: { name: string; value: string }[];
 };
 
 /**
@@ -129,7 +132,7 @@ export async function claimEmail(
           where h.pool_id = split_part(emails.lease_owner, '/', 1)
             and h.last_seen_at > now() - make_interval(secs => ${lease.deadAfterSeconds})))))
     returning id, project_id, attempt_count, from_address, to_addresses, cc_addresses, bcc_addresses,
-      reply_to_addresses, subject, html, text, headers, attachments, message_id_header, lease_owner`;
+      reply_to_addresses, subject, html, text, headers, attachments, message_id_header, lease_owner, tags`;
   return row;
 }
 

@@ -55,6 +55,8 @@ const listEmails = createRoute({
       limit: z.coerce.number().int().min(1).max(100).default(25).openapi({ description: '1 to 100, default 25.' }),
       starting_after: z.string().max(100).optional().openapi({ description: 'The last id of the previous page.' }),
       status: z.enum(EMAIL_STATUSES).optional(),
+      tag: z.string().max(600).regex(/^[A-Za-z0-9_-]{1,256}:[A-Za-z0-9_-]{1,256}$/, 'tag is name:value').optional()
+        .openapi({ description: 'Only emails carrying this tag, as `name:value`.' }),
     }),
   },
   responses: {
@@ -190,13 +192,14 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
   });
 
   app.openapi(listEmails, async (c) => {
-    const { limit, starting_after: startingAfter, status } = c.req.valid('query');
+    const { limit, starting_after: startingAfter, status, tag: tagFilter } = c.req.valid('query');
+    const tag = tagFilter ? { name: tagFilter.split(':')[0]!, value: tagFilter.split(':')[1]! } : undefined;
     const projectId = c.var.projectId;
     const sql = c.var.deps.sql;
     if (startingAfter && !(isWellFormedId('email', startingAfter) && await q.emailExists(sql, projectId, startingAfter))) {
       throw new ApiError('not_found', 'starting_after does not name an email of this project.');
     }
-    const page = await q.listEmails(sql, projectId, { limit, startingAfter, status });
+    const page = await q.listEmails(sql, projectId, { limit, startingAfter, status, tag });
     return c.json({ data: page.rows.map(toEmailListItem), has_more: page.hasMore }, 200);
   });
 

@@ -21,6 +21,7 @@ export const EmailResponse = z
     delivered_at: z.string().datetime().nullable().optional(),
     last_error: z.string().nullable().optional(),
     scheduled_at: z.string().datetime().nullable().optional().openapi({ description: 'When a scheduled email is due; null otherwise.' }),
+    tags: z.array(z.object({ name: z.string(), value: z.string() })).optional(),
   })
   .openapi('EmailResponse');
 
@@ -45,6 +46,7 @@ export type EmailRow = {
   deliveredAt: Date | null;
   lastError: string | null;
   scheduledAt: Date | null;
+  tags: { name: string; value: string }[];
   createdAt: Date;
 };
 
@@ -69,6 +71,7 @@ export function toEmailListItem(row: EmailRow): z.infer<typeof EmailListItem> {
     delivered_at: iso(row.deliveredAt),
     last_error: row.lastError,
     scheduled_at: iso(row.scheduledAt),
+    tags: row.tags,
   };
 }
 

@@ -133,7 +133,7 @@ export function emailSendTask(deps: WorkerDeps): Task {
       const bare = (list: string[]) => list.map(bareAddress);
       const started = performance.now();
       try {
-        const result = await transport.send(raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc) });
+        const result = await transport.send(raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags });
         sent = { messageId: result.messageId, viaSink: transport.provider === 'sink' };
       } finally {
         observeSend(transport.provider, (performance.now() - started) / 1000);

@@ -66,6 +66,28 @@ const Headers = z
 
 const present = (s: string | null | undefined) => typeof s === 'string' && s.length > 0;
 
+const TAG_PART = /^[A-Za-z0-9_-]{1,256}$/;
+export const MAX_TAGS = 10;
+
+export const Tag = z
+  .object({
+    name: z.string().regex(TAG_PART, 'Tag names are 1 to 256 ASCII letters, digits, _ or -'),
+    value: z.string().regex(TAG_PART, 'Tag values are 1 to 256 ASCII letters, digits, _ or -'),
+  })
+  .openapi('Tag');
+
+const Tags = z
+  .array(Tag)
+  .max(MAX_TAGS)
+  .superRefine((tags, ctx) => {
+    const seen = new Set<string>();
+    tags.forEach((t, i) => {
+      if (seen.has(t.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], ...issue('tag_name_duplicate', `Tag name ${t.name} is given twice`) });
+      seen.add(t.name);
+    });
+  })
+  .openapi({ description: 'Up to 10 name/value pairs, carried in every event of the email and sent to SES as message tags.' });
+
 /** How far ahead a send may be scheduled. */
 export const MAX_SCHEDULE_DAYS = 30;
 const ISO_WITH_OFFSET = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|z|[+-]\d{2}:\d{2})$/;
@@ -91,6 +113,7 @@ export const SendEmailRequest = z
     headers: Headers.optional(),
     attachments: z.array(AttachmentRequest).optional(),
     scheduled_at: ScheduledAt.optional(),
+    tags: Tags.optional(),
   })
   .superRefine((body, ctx) => {
     const count = (v: string | string[] | null | undefined) => (v == null ? 0 : typeof v === 'string' ? 1 : v.length);
@@ -116,7 +139,8 @@ export const IdempotencyHeaders = z.object({
 });
 
 /** The request after validation, in the shape the database and the composer take. */
-export type SendEmail = EmailContent & { scheduledAt: Date | null };
+export type EmailTag = { name: string; value: string };
+export type SendEmail = EmailContent & { scheduledAt: Date | null; tags: EmailTag[] };
 
 const list = (v: string | string[] | null | undefined) => (v == null ? [] : typeof v === 'string' ? [v] : v);
 const orNull = (s: string | null | undefined) => (present(s) ? s! : null);
@@ -158,6 +182,7 @@ export function parseSendRequest(body: unknown): SendEmail {
     headers: b.headers ?? {},
     attachments: (b.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.content_type, content: a.content, contentId: a.content_id })),
     scheduledAt: b.scheduled_at ? new Date(b.scheduled_at) : null,
+    tags: b.tags ?? [],
   };
 }
 

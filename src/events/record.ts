@@ -22,13 +22,17 @@ export type NewEvent = {
 };
 
 /**
- * Writes the event and, in the same transaction, one pending delivery per active endpoint of
+ * Writes the event, with the email's tags added to its `data`, and, in the same transaction, one pending delivery per active endpoint of
  * the project with its `webhook__deliver` job. Returns the event id, or undefined for a duplicate.
  */
 export async function recordEvent(tx: TxSql, event: NewEvent): Promise<string | undefined> {
   const [row] = await tx<[{ id: string }?]>`
     insert into events (id, project_id, email_id, type, data, dedupe_key)
-    values (${newId('event')}, ${event.projectId}, ${event.emailId}, ${event.type}, ${tx.json(event.data as never)}, ${event.dedupeKey ?? null})
+    select ${newId('event')}, ${event.projectId}, ${event.emailId}, ${event.type},
+           ${tx.json(event.data as never)}::jsonb || jsonb_build_object('tags', coalesce(e.tags, '[]'::jsonb)),
+           ${event.dedupeKey ?? null}
+    from (select 1) one
+    left join emails e on e.id = ${event.emailId} and e.project_id = ${event.projectId}
     on conflict (project_id, dedupe_key) where dedupe_key is not null do nothing
     returning id`;
   if (!row) return undefined;

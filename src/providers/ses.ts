@@ -6,7 +6,7 @@ import { sesClientFor } from './ses-client.ts';
 /** An attempt that hangs is abandoned and retried later rather than holding a worker slot. */
 const SEND_TIMEOUT_MS = 30_000;
 
-export type SesEnvelope = { to: string[]; cc: string[]; bcc: string[] };
+export type SesEnvelope = { to: string[]; cc: string[]; bcc: string[]; tags?: { name: string; value: string }[] };
 
 /**
  * Sends assembled MIME through SES v2 `SendEmail` (Raw). The destination is passed explicitly:
@@ -28,6 +28,8 @@ export async function sendWithSes(
       BccAddresses: envelope.bcc.length ? envelope.bcc : undefined,
     },
     ...(conn.configurationSet ? { ConfigurationSetName: conn.configurationSet } : {}),
+    // The email's tags, so SES events and CloudWatch dimensions can carry them too.
+    ...(envelope.tags?.length ? { EmailTags: envelope.tags.map((t) => ({ Name: t.name, Value: t.value })) } : {}),
   });
   const result = await client.send(command, { abortSignal: AbortSignal.timeout(SEND_TIMEOUT_MS) });
   if (!result.MessageId) throw Object.assign(new Error('SES accepted the request without a MessageId'), { name: 'InternalFailure' });

@@ -4,7 +4,7 @@ import { ProviderFailure } from './errors.ts';
 import { sendWithSes } from './ses.ts';
 import { sendToSink } from './sink-transport.ts';
 
-export type Envelope = { from: string; to: string[]; cc: string[]; bcc: string[] };
+export type Envelope = { from: string; to: string[]; cc: string[]; bcc: string[]; tags?: { name: string; value: string }[] };
 
 /**
  * Where an email goes: SES for a project with a provider connection, the built-in sink for the
@@ -35,7 +35,7 @@ export async function transportFor(deps: WorkerDeps, projectId: string, emailId:
     return {
       provider: 'ses',
       paced: true,
-      send: (raw, e) => sendWithSes(config, ses, raw, { to: e.to, cc: e.cc, bcc: e.bcc }),
+      send: (raw, e) => sendWithSes(config, ses, raw, { to: e.to, cc: e.cc, bcc: e.bcc, tags: e.tags ?? [] }),
     };
   }
   return {

@@ -56,7 +56,7 @@ test('valid SignatureVersion 1 and 2 notifications are verified and recorded', a
   assert.deepEqual((await eventsOf(sql, t.projectId, a.id)).map((e) => e.type), ['email.delivered']);
   const bounce = await eventsOf(sql, t.projectId, b.id);
   assert.deepEqual(bounce.map((e) => [e.type, e.data]), [
-    ['email.bounced', { to: ['Bob@Example.net'], bounce_type: 'permanent', bounce_subtype: 'General', diagnostic: 'smtp; 550 5.1.1 user unknown' }],
+    ['email.bounced', { to: ['Bob@Example.net'], bounce_type: 'permanent', bounce_subtype: 'General', diagnostic: 'smtp; 550 5.1.1 user unknown', tags: [] }],
   ]);
   const suppressed = await sql`select reason from suppressions where project_id = ${t.projectId} and address = 'bob@example.net'`;
   assert.equal(suppressed[0]?.reason, 'bounced');

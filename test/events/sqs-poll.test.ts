@@ -59,15 +59,15 @@ test('queued SES events become events, with their effects, and are deleted once 
   assert.deepEqual(email!.deliveredAt, new Date('2025-03-01T10:00:02.000Z'));
   const deliveredEvents = await eventsOf(sql, t.projectId, delivered.id);
   assert.deepEqual(deliveredEvents.map((e) => [e.type, e.data]), [
-    ['email.delivered', { to: ['ann@example.net'], smtp_response: '250 2.6.0 Message received' }],
+    ['email.delivered', { to: ['ann@example.net'], smtp_response: '250 2.6.0 Message received', tags: [] }],
   ]);
 
   const bounceEvents = await eventsOf(sql, t.projectId, bounced.id);
   assert.deepEqual(bounceEvents.map((e) => [e.type, e.data]), [
-    ['email.bounced', { to: ['Bob@Example.net'], bounce_type: 'permanent', bounce_subtype: 'General', diagnostic: 'smtp; 550 5.1.1 user unknown' }],
+    ['email.bounced', { to: ['Bob@Example.net'], bounce_type: 'permanent', bounce_subtype: 'General', diagnostic: 'smtp; 550 5.1.1 user unknown', tags: [] }],
   ]);
   const complaintEvents = await eventsOf(sql, t.projectId, complained.id);
-  assert.deepEqual(complaintEvents.map((e) => [e.type, e.data]), [['email.complained', { to: ['cat@example.net'], feedback_type: 'abuse' }]]);
+  assert.deepEqual(complaintEvents.map((e) => [e.type, e.data]), [['email.complained', { to: ['cat@example.net'], feedback_type: 'abuse', tags: [] }]]);
 
   const suppressions = await sql`select address, reason, email_id from suppressions where project_id = ${t.projectId} order by address`;
   assert.deepEqual(suppressions.map((s) => ({ ...s })), [

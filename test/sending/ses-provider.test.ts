@@ -40,7 +40,7 @@ test('sends raw MIME with SES v2 SendEmail: configuration set, signed request, e
   assert.doesNotMatch(req.raw, /hidden@example\.net/);
   const events = await eventsOf(ctx.sql, projectId, id);
   assert.deepEqual(events.map((e) => e.type), ['email.sent']);
-  assert.deepEqual(events[0]!.data, { to: ['Ann <ann@example.net>', 'cc@example.net'], provider_message_id: state.providerMessageId });
+  assert.deepEqual(events[0]!.data, { to: ['Ann <ann@example.net>', 'cc@example.net'], provider_message_id: state.providerMessageId, tags: [] });
 });
 
 test('throttling is re-run without costing an attempt, then the email is sent', async () => {

@@ -56,8 +56,8 @@ test('POST /v1/emails → worker → the sink over SMTP: sent, delivered, caught
 
   const events = await eventsOf(ctx.sql, projectId, id);
   assert.deepEqual(events.map((e) => e.type), ['email.sent', 'email.delivered']);
-  assert.deepEqual(events[0]!.data, { to: ['ann@example.net', 'Carl <carl@example.net>'], provider_message_id: state.providerMessageId });
-  assert.deepEqual(events[1]!.data, { to: ['ann@example.net', 'Carl <carl@example.net>'], smtp_response: SINK_SMTP_RESPONSE });
+  assert.deepEqual(events[0]!.data, { to: ['ann@example.net', 'Carl <carl@example.net>'], provider_message_id: state.providerMessageId, tags: [] });
+  assert.deepEqual(events[1]!.data, { to: ['ann@example.net', 'Carl <carl@example.net>'], smtp_response: SINK_SMTP_RESPONSE, tags: [] });
 
   const read = (await (await ctx.call(key, `/v1/emails/${id}`)).json()) as Record<string, unknown>;
   assert.equal(read.status, 'sent');

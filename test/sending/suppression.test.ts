@@ -43,8 +43,8 @@ test('a suppressed recipient is dropped from the envelope; the others get the me
   assert.doesNotMatch(msg.raw, /^Bcc:/im);
   const events = await eventsOf(ctx.sql, projectId, id);
   assert.deepEqual(events.map((e) => e.type), ['email.sent', 'email.delivered']);
-  assert.deepEqual(events[0]!.data, { to: ['ann@example.net'], provider_message_id: state.providerMessageId });
-  assert.deepEqual(events[1]!.data, { to: ['ann@example.net'], smtp_response: SINK_SMTP_RESPONSE });
+  assert.deepEqual(events[0]!.data, { to: ['ann@example.net'], provider_message_id: state.providerMessageId, tags: [] });
+  assert.deepEqual(events[1]!.data, { to: ['ann@example.net'], smtp_response: SINK_SMTP_RESPONSE, tags: [] });
 });
 
 test('with every recipient suppressed the email fails with recipient_suppressed and nothing is sent', async () => {
