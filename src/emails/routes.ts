@@ -5,17 +5,14 @@ import { isWellFormedId } from '../platform/ids.ts';
 import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
 import { readJsonBody } from '../http/body.ts';
-import { newId } from '../platform/ids.ts';
 import { EMAIL_STATUSES, EmailList, EmailResponse, toEmailListItem, toEmailResponse } from './schemas.ts';
 import * as q from './queries.ts';
-import { IdempotencyHeaders, ScheduledAt, SendEmailRequest, SendEmailResponse, parseIdempotencyKey, parseSendRequest } from './validate.ts';
-import { assertMessageSize } from './message-size.ts';
-import { acceptOnce, batchFingerprint, findReplay, fingerprint } from './idempotency.ts';
-import { MAX_BATCH, parseBatch } from './batch.ts';
-import { acceptQueued } from './accept.ts';
+import { IdempotencyHeaders, ScheduledAt, SendEmailRequest, SendEmailResponse, parseIdempotencyKey } from './validate.ts';
+import { MAX_BATCH } from './batch.ts';
+import { sendBatch as sendEmails, sendEmail } from './service.ts';
 import { listEventsOfEmail } from '../events/queries.ts';
 
-const sendEmail = createRoute({
+const sendEmailRoute = createRoute({
   method: 'post',
   path: '/v1/emails',
   tags: ['emails'],
@@ -107,7 +104,7 @@ const BatchResponse = z
   .object({ data: z.array(SendEmailResponse) })
   .openapi('BatchSendResponse');
 
-const sendBatch = createRoute({
+const sendBatchRoute = createRoute({
   method: 'post',
   path: '/v1/emails/batch',
   tags: ['emails'],
@@ -168,27 +165,14 @@ async function afterChange(c: Context<AppEnv>, emailId: string, changed: unknown
 export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
   // The body is read here with a byte bound rather than by the route's json validator, which
   // would buffer any size; the createRoute above still documents the request and its answers.
-  app.openAPIRegistry.registerPath(sendEmail);
-  app.post(sendEmail.path, async (c) => {
-    const { config, sql } = c.var.deps;
-    const projectId = c.var.projectId;
+  app.openAPIRegistry.registerPath(sendEmailRoute);
+  app.post(sendEmailRoute.path, async (c) => {
+    const { config } = c.var.deps;
     const key = parseIdempotencyKey(c.req.header('idempotency-key'));
-    const send = parseSendRequest(await readJsonBody(c.req.raw, bodyLimit(config.emailMaxMessageBytes)));
-    const print = fingerprint(send);
-    let accepted = key === undefined ? undefined : await findReplay(sql, projectId, key, print);
-    if (!accepted) {
-      const id = newId('email');
-      await assertMessageSize(send, id, projectId, config);
-      accepted = key === undefined
-        ? { emailIds: [await acceptQueued(sql, { id, projectId, ...send })], replayed: false }
-        : await acceptOnce(sql, projectId, key, print, async (tx) => {
-          await q.insertQueuedEmails(tx, [{ id, projectId, ...send }]);
-          return [id];
-        });
-    }
-    if (accepted.replayed) c.header('Idempotent-Replayed', 'true');
-    const status = send.scheduledAt && send.scheduledAt.getTime() > Date.now() ? 'scheduled' as const : 'queued' as const;
-    return c.json({ id: accepted.emailIds[0]!, status }, 201);
+    const body = await readJsonBody(c.req.raw, bodyLimit(config.emailMaxMessageBytes));
+    const sent = await sendEmail(c.var.deps, c.var.projectId, key, body);
+    if (sent.replayed) c.header('Idempotent-Replayed', 'true');
+    return c.json({ id: sent.id, status: sent.status }, 201);
   });
 
   app.openapi(listEmails, async (c) => {
@@ -203,23 +187,13 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
     return c.json({ data: page.rows.map(toEmailListItem), has_more: page.hasMore }, 200);
   });
 
-  app.openAPIRegistry.registerPath(sendBatch);
-  app.post(sendBatch.path, async (c) => {
-    const { config, sql } = c.var.deps;
-    const projectId = c.var.projectId;
+  app.openAPIRegistry.registerPath(sendBatchRoute);
+  app.post(sendBatchRoute.path, async (c) => {
     const key = parseIdempotencyKey(c.req.header('idempotency-key'));
-    const { sends, emails } = await parseBatch(await readJsonBody(c.req.raw, bodyLimit(config.emailMaxMessageBytes)), projectId, config);
-    const print = batchFingerprint(sends);
-    const accepted = (key === undefined ? undefined : await findReplay(sql, projectId, key, print))
-      ?? await acceptOnce(sql, projectId, key, print, async (tx) => {
-        await q.insertQueuedEmails(tx, emails);
-        return emails.map((e) => e.id);
-      });
-    if (accepted.replayed) c.header('Idempotent-Replayed', 'true');
-    const now = Date.now();
-    return c.json({
-      data: accepted.emailIds.map((id, i) => ({ id, status: (sends[i]?.scheduledAt?.getTime() ?? 0) > now ? 'scheduled' as const : 'queued' as const })),
-    }, 201);
+    const body = await readJsonBody(c.req.raw, bodyLimit(c.var.deps.config.emailMaxMessageBytes));
+    const sent = await sendEmails(c.var.deps, c.var.projectId, key, body);
+    if (sent.replayed) c.header('Idempotent-Replayed', 'true');
+    return c.json({ data: sent.data }, 201);
   });
 
   app.openAPIRegistry.registerPath(reschedule);

@@ -83,7 +83,7 @@ let queueSql: Sql | undefined;
  * `mailroom_queue_jobs{task,state}`, read from graphile-worker's jobs at scrape time with one
  * query. A slow database leaves the gauge at its last values rather than hanging the scrape.
  */
-const queueJobs = new Gauge({
+new Gauge({
   name: 'mailroom_queue_jobs',
   help: 'Jobs in the queue by task and state (ready, scheduled, running, dead), read at scrape time.',
   labelNames: ['task', 'state'] as const,

@@ -1,0 +1,51 @@
+import type { Config } from '../platform/config.ts';
+import type { Sql } from '../platform/db.ts';
+import { newId } from '../platform/ids.ts';
+import { acceptQueued } from './accept.ts';
+import { parseBatch } from './batch.ts';
+import { acceptOnce, batchFingerprint, findReplay, fingerprint, type Accepted } from './idempotency.ts';
+import { assertMessageSize } from './message-size.ts';
+import * as q from './queries.ts';
+import { parseSendRequest, type SendEmail } from './validate.ts';
+
+/**
+ * Sending, as every API surface does it (`/v1` and the Resend-compatible `/resend`): validation,
+ * the size limit, idempotency, and the write with its job. Callers only translate.
+ */
+export type SendDeps = { config: Config; sql: Sql };
+
+const statusOf = (send: SendEmail, now = Date.now()) =>
+  send.scheduledAt && send.scheduledAt.getTime() > now ? 'scheduled' as const : 'queued' as const;
+
+/** One email from a parsed JSON body. */
+export async function sendEmail(deps: SendDeps, projectId: string, idempotencyKey: string | undefined, body: unknown) {
+  const { config, sql } = deps;
+  const send = parseSendRequest(body);
+  const print = fingerprint(send);
+  let accepted: Accepted | undefined = idempotencyKey === undefined ? undefined : await findReplay(sql, projectId, idempotencyKey, print);
+  if (!accepted) {
+    const id = newId('email');
+    await assertMessageSize(send, id, projectId, config);
+    accepted = idempotencyKey === undefined
+      ? { emailIds: [await acceptQueued(sql, { id, projectId, ...send })], replayed: false }
+      : await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
+        await q.insertQueuedEmails(tx, [{ id, projectId, ...send }]);
+        return [id];
+      });
+  }
+  return { id: accepted.emailIds[0]!, status: statusOf(send), replayed: accepted.replayed };
+}
+
+/** A batch from a parsed JSON body, all or nothing, in one transaction. */
+export async function sendBatch(deps: SendDeps, projectId: string, idempotencyKey: string | undefined, body: unknown) {
+  const { config, sql } = deps;
+  const { sends, emails } = await parseBatch(body, projectId, config);
+  const print = batchFingerprint(sends);
+  const accepted = (idempotencyKey === undefined ? undefined : await findReplay(sql, projectId, idempotencyKey, print))
+    ?? await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
+      await q.insertQueuedEmails(tx, emails);
+      return emails.map((e) => e.id);
+    });
+  const now = Date.now();
+  return { data: accepted.emailIds.map((id, i) => ({ id, status: statusOf(sends[i]!, now) })), replayed: accepted.replayed };
+}
