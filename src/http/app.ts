@@ -16,6 +16,7 @@ import { registerWebhookRoutes } from '../webhooks/routes.ts';
 import { registerSnsPushRoute } from '../events/sns-push.ts';
 import { registerUnsubscribeRoutes } from '../unsubscribe/routes.ts';
 import { registerSinkRoutes } from '../sink/routes.ts';
+import { createResendApp } from '../resend/routes.ts';
 import { registerSuppressionRoutes } from '../suppressions/routes.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
 
@@ -70,6 +71,8 @@ export function createApp(deps: AppDeps) {
 
   const auth = requireApiKey(keyUseRecorder(deps.sql));
   app.use('/v1/*', async (c, next) => (c.req.path === '/v1/events/ses' ? next() : auth(c, next)));
+  // Resend's API, for applications switching with only RESEND_BASE_URL; not in the schema.
+  app.route('/resend', createResendApp(auth));
 
   registerEmailRoutes(app);
   registerDomainRoutes(app);

@@ -8,10 +8,10 @@ const INVALID = 'Invalid or missing API key.';
 
 /** What a `sending` key may do: send, batch, reschedule and cancel. Everything else is `full` only. */
 const SENDING_ROUTES: Array<[string, RegExp]> = [
-  ['POST', /^\/v1\/emails\/?$/],
-  ['POST', /^\/v1\/emails\/batch\/?$/],
-  ['PATCH', /^\/v1\/emails\/[^/]+\/?$/],
-  ['POST', /^\/v1\/emails\/[^/]+\/cancel\/?$/],
+  ['POST', /^\/(v1|resend)\/emails\/?$/],
+  ['POST', /^\/(v1|resend)\/emails\/batch\/?$/],
+  ['PATCH', /^\/(v1|resend)\/emails\/[^/]+\/?$/],
+  ['POST', /^\/(v1|resend)\/emails\/[^/]+\/cancel\/?$/],
 ];
 
 export function sendingKeyMay(method: string, path: string): boolean {
