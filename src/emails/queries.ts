@@ -88,10 +88,8 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
       from inserted))`;
 }
 
-export type ClaimedEmail = {
-  id: string;
-  projectId: string;
-  attemptCount: number;
+/** An email's addresses and content as its row holds them (bcc included: for sending only). */
+export type EmailEnvelopeRow = {
   fromAddress: string;
   toAddresses: string[];
   ccAddresses: string[];
@@ -100,6 +98,12 @@ export type ClaimedEmail = {
   subject: string;
   html: string | null;
   text: string | null;
+};
+
+export type ClaimedEmail = EmailEnvelopeRow & {
+  id: string;
+  projectId: string;
+  attemptCount: number;
   headers: Record<string, string>;
   attachments: StoredAttachment[];
   messageIdHeader: string | null;

@@ -1,4 +1,5 @@
 import { ValidationError } from '../http/errors.ts';
+import type { EmailEnvelopeRow } from '../emails/queries.ts';
 
 /**
  * Resend's request and response shapes, mapped onto Mailroom's. Everything Resend-specific
@@ -66,17 +67,9 @@ export function fromResendEmail(body: unknown, prefix = ''): unknown {
   return out;
 }
 
-export type StoredEmail = {
+export type StoredEmail = EmailEnvelopeRow & {
   id: string;
   status: string;
-  fromAddress: string;
-  toAddresses: string[];
-  ccAddresses: string[];
-  bccAddresses: string[];
-  replyToAddresses: string[];
-  subject: string;
-  html: string | null;
-  text: string | null;
   createdAt: Date;
   scheduledAt: Date | null;
   tags: { name: string; value: string }[];
