@@ -86,18 +86,21 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   }
 
   if (role !== 'api') {
+    // A worker alone has no API port, so its metrics get their own listener; it binds before any
+    // job is taken, so a taken port stops the process before it has work in flight.
+    const metrics = role === 'worker'
+      ? await startMetricsServer({ host: config.host, port: config.metricsPort, token: config.metricsToken, sql }).catch((err: NodeJS.ErrnoException) => {
+        process.stderr.write(`mailroom: METRICS_PORT: ${config.host}:${config.metricsPort} cannot be used (${err.code ?? err.message}); each worker on one host needs its own\n`);
+        process.exit(1);
+      })
+      : undefined;
     const worker = await startWorkerRole({ config, sql, log }).catch((err: unknown) => {
       if (!(err instanceof ConfigError)) throw err;
       process.stderr.write(`mailroom: ${err.message}\n`);
       process.exit(1);
     });
     steps.push(...worker.steps);
-    if (role === 'worker') {
-      // A worker alone has no API port, so its metrics get their own listener.
-      const metrics = await startMetricsServer({ host: config.host, port: config.metricsPort, token: config.metricsToken, sql }).catch((err: NodeJS.ErrnoException) => {
-        process.stderr.write(`mailroom: METRICS_PORT: ${config.host}:${config.metricsPort} cannot be used (${err.code ?? err.message})\n`);
-        process.exit(1);
-      });
+    if (metrics) {
       steps.unshift(['metrics', metrics.close]);
       log.info({ port: metrics.port }, 'metrics listening');
     }

@@ -17,7 +17,7 @@ after(() => { for (const child of children) child.kill('SIGKILL'); });
 /** The production worker entry point as its own process (one process, so SIGKILL is a real crash). */
 export function startWorkerProcess(env: Record<string, string>): ChildProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
-    env: { PATH: process.env.PATH ?? '', ...env },
+    env: { PATH: process.env.PATH ?? '', METRICS_PORT: '0', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

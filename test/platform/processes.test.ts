@@ -8,7 +8,7 @@ import { TEST_SECRET_KEY } from '../helpers/app.ts';
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const env = (databaseUrl: string, extra: Record<string, string> = {}) => ({
-  DATABASE_URL: databaseUrl, REDIS_URL, SECRET_KEY: TEST_SECRET_KEY, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SINK_SMTP_PORT: '0', ...extra,
+  DATABASE_URL: databaseUrl, REDIS_URL, SECRET_KEY: TEST_SECRET_KEY, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SINK_SMTP_PORT: '0', METRICS_PORT: '0', ...extra,
 });
 
 test('npm start: serves, then SIGTERM drains and exits 0', async () => {
