@@ -2,17 +2,17 @@ import type { Sql, TxSql } from '../platform/db.ts';
 import type { DomainRow, DomainStatus } from './schemas.ts';
 import type { IdentityState } from './status.ts';
 
-const COLUMNS = `id, project_id, value, region, verification_status, dkim_status, mail_from_status,
+const DOMAIN_COLUMNS = (sql: Sql | TxSql) => sql`id, project_id, value, region, verification_status, dkim_status, mail_from_status,
   mail_from_domain, dkim_tokens, last_checked_at, created_at`;
 
 export async function listDomains(sql: Sql, projectId: string) {
   return sql<DomainRow[]>`
-    select ${sql.unsafe(COLUMNS)} from domains where project_id = ${projectId} order by id`;
+    select ${DOMAIN_COLUMNS(sql)} from domains where project_id = ${projectId} order by id`;
 }
 
 export async function findDomain(sql: Sql | TxSql, projectId: string, id: string) {
   const [row] = await sql<[DomainRow?]>`
-    select ${sql.unsafe(COLUMNS)} from domains where id = ${id} and project_id = ${projectId}`;
+    select ${DOMAIN_COLUMNS(sql)} from domains where id = ${id} and project_id = ${projectId}`;
   return row;
 }
 
@@ -36,7 +36,7 @@ export async function insertDomain(
       mail_from_domain, dkim_tokens, last_checked_at)
     values (${d.id}, ${d.projectId}, ${d.value}, ${d.region}, ${d.verificationStatus}, ${d.dkimStatus},
       ${d.mailFromStatus}, ${d.mailFromDomain}, ${d.dkimTokens}::text[], ${d.checked ? sql`now()` : null})
-    returning ${sql.unsafe(COLUMNS)}`;
+    returning ${DOMAIN_COLUMNS(sql)}`;
   return row;
 }
 

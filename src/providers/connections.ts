@@ -1,5 +1,5 @@
 import type { Config } from '../platform/config.ts';
-import type { Sql } from '../platform/db.ts';
+import type { Sql, TxSql } from '../platform/db.ts';
 import { decrypt, deriveKey, encrypt } from '../platform/crypto.ts';
 import { requireProject } from '../projects/service.ts';
 import { ServiceError } from '../platform/errors.ts';
@@ -90,25 +90,26 @@ export async function disconnectProvider(sql: Sql, projectId: string) {
   return { project: projectId, provider: null };
 }
 
-const COLUMNS = 'project_id, provider, region, access_key_id, secret_access_key_encrypted, configuration_set, events_queue_url, sns_topic_arn, updated_at';
+const CONNECTION_COLUMNS = (sql: Sql | TxSql) =>
+  sql`project_id, provider, region, access_key_id, secret_access_key_encrypted, configuration_set, events_queue_url, sns_topic_arn, updated_at`;
 
 /** The project's connection with its secret decrypted, or undefined: the project sends to the sink. */
 export async function getProviderConnection(sql: Sql, config: Config, projectId: string) {
   const [row] = await sql<[ConnectionRow?]>`
-    select ${sql.unsafe(COLUMNS)} from provider_connections where project_id = ${projectId}`;
+    select ${CONNECTION_COLUMNS(sql)} from provider_connections where project_id = ${projectId}`;
   return row ? reveal(config, row) : undefined;
 }
 
 /** Connections with an events queue, for the SQS poller. */
 export async function listQueueConnections(sql: Sql, config: Config, log?: Logger) {
   const rows = await sql<ConnectionRow[]>`
-    select ${sql.unsafe(COLUMNS)} from provider_connections where events_queue_url is not null order by project_id`;
+    select ${CONNECTION_COLUMNS(sql)} from provider_connections where events_queue_url is not null order by project_id`;
   return revealEach(config, rows, log);
 }
 
 /** Every connection, for the quota refresh. */
 export async function listConnections(sql: Sql, config: Config, log?: Logger) {
-  const rows = await sql<ConnectionRow[]>`select ${sql.unsafe(COLUMNS)} from provider_connections order by project_id`;
+  const rows = await sql<ConnectionRow[]>`select ${CONNECTION_COLUMNS(sql)} from provider_connections order by project_id`;
   return revealEach(config, rows, log);
 }
 
@@ -134,6 +135,6 @@ export function effectiveRate(accountRate: number | null | undefined, cap: numbe
 /** The project that trusts this SNS topic, for HTTPS push. */
 export async function findConnectionByTopicArn(sql: Sql, config: Config, topicArn: string) {
   const [row] = await sql<[ConnectionRow?]>`
-    select ${sql.unsafe(COLUMNS)} from provider_connections where sns_topic_arn = ${topicArn} limit 1`;
+    select ${CONNECTION_COLUMNS(sql)} from provider_connections where sns_topic_arn = ${topicArn} limit 1`;
   return row ? reveal(config, row) : undefined;
 }
