@@ -10,17 +10,22 @@ import { registerProjectRoutes } from './routes/projects.tsx';
 import { registerKeyRoutes } from './routes/keys.tsx';
 import { registerWebhookRoutes } from './routes/webhooks.tsx';
 import { registerDomainRoutes } from './routes/domains.tsx';
+import { registerEmailRoutes } from './routes/emails.tsx';
 import { registerInboxRoutes } from './routes/inbox.tsx';
+import { registerOverviewRoutes } from './routes/overview.tsx';
+import { registerSuppressionRoutes } from './routes/suppressions.tsx';
+import { registerAssetRoutes } from './routes/assets.ts';
 import { currentSession } from './session.ts';
 import { readBoundedBody } from '../src/http/body.ts';
 import { ApiError } from '../src/http/errors.ts';
 
 /**
- * Pages may load only their own styles and same-origin frames; nothing may frame them, and no
- * script runs at all (the dashboard has none), so markup that slipped through could do nothing.
+ * Pages may load only their own styles, same-origin frames and the dashboard's own script files,
+ * never an inline script, so markup that slipped through could run nothing. Nothing may frame
+ * them. connect-src is the live inbox's event stream.
  */
 export const DASHBOARD_CSP =
-  "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+  "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self' data:; frame-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 const securityHeaders: MiddlewareHandler<DashEnv> = async (c, next) => {
   await next();
@@ -87,19 +92,25 @@ export function createDashboard() {
   const app = new Hono<DashEnv>();
   app.use('*', securityHeaders, boundedBody, loadSession, provideCsrf, checkCsrf);
   registerAuthRoutes(app);
+  registerAssetRoutes(app);
   app.use('*', requireLogin);
   registerProjectRoutes(app);
+  app.use('/projects/:projectId', loadProject);
   app.use('/projects/:projectId/*', loadProject);
-  registerKeyRoutes(app);
+  registerOverviewRoutes(app);
+  registerEmailRoutes(app);
+  registerInboxRoutes(app);
+  registerSuppressionRoutes(app);
   registerWebhookRoutes(app);
   registerDomainRoutes(app);
-  registerInboxRoutes(app);
+  registerKeyRoutes(app);
   app.all('*', (c) => errorPage(c, 404, 'Not found', 'There is no such page.'));
 
   app.onError((err, c) => {
     // Service messages are written for the operator; not_found ones come from ids in the URL.
     if (err instanceof ServiceError) {
-      return err.code === 'not_found' ? errorPage(c, 404, 'Not found', err.message) : errorPage(c, 422, 'Could not do that', err.message);
+      if (err.code === 'not_found') return errorPage(c, 404, 'Not found', err.message);
+      return errorPage(c, err.code === 'conflict' ? 409 : 422, 'Could not do that', err.message);
     }
     c.var.deps.log.error({ err, requestId: c.var.requestId, path: c.req.path }, 'dashboard error');
     return c.html('<!doctype html><title>Error</title><p>Something went wrong. The error was logged.</p>', 500);

@@ -22,6 +22,18 @@ form.inline{display:inline}
 .muted{color:#6b7383}
 code.secret{font-size:1.05rem;background:#fff;border:1px solid #dde1e8;padding:.3rem .5rem;user-select:all}
 iframe{width:100%;height:28rem;border:1px solid #dde1e8;background:#fff}
+nav.pager{display:flex;gap:1rem;margin:.6rem 0}
+form.filters{display:flex;gap:.6rem;align-items:end;flex-wrap:wrap;margin:.6rem 0}
+form.filters label{display:flex;flex-direction:column;font-size:13px;color:#4a5263}
+header nav{display:flex;gap:1.2rem;flex-wrap:wrap}
+.stats{display:flex;gap:.8rem;flex-wrap:wrap;margin:.6rem 0}
+.stat{background:#fff;border:1px solid #dde1e8;padding:.5rem .8rem;min-width:7rem}
+.stat b{display:block;font-size:1.3rem}
+a.stat{color:inherit;text-decoration:none}
+.legend{display:flex;gap:1rem;flex-wrap:wrap;list-style:none;padding:0;margin:.3rem 0}
+.swatch{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem;vertical-align:-1px}
+svg.chart{background:#fff;border:1px solid #dde1e8;max-width:100%;height:auto}
+.status-failed,.status-canceled{color:#b42318}.status-sent,.status-delivered{color:#1e7b34}
 `;
 
 /** A POST form with the CSRF token already in it. */
@@ -34,7 +46,26 @@ export function Form(props: { action: string; csrf: string; class?: string; chil
   );
 }
 
-export type LayoutProps = { title: string; csrf: string; email?: string; project?: Project; children?: Child };
+export type LayoutProps = {
+  title: string;
+  csrf: string;
+  email?: string;
+  project?: Project;
+  /** Same-origin scripts this page adds; every page works without them. */
+  scripts?: string[];
+  children?: Child;
+};
+
+/** Every page of a project links to the others, in this order. */
+const PROJECT_PAGES = [
+  ['', 'Overview'],
+  ['/emails', 'Emails'],
+  ['/inbox', 'Inbox'],
+  ['/suppressions', 'Suppressions'],
+  ['/webhooks', 'Webhooks'],
+  ['/domains', 'Domains'],
+  ['/keys', 'API keys'],
+] as const;
 
 export function Layout(props: LayoutProps) {
   const p = props.project ? `${BASE}/projects/${props.project.id}` : undefined;
@@ -47,6 +78,7 @@ export function Layout(props: LayoutProps) {
           <meta name="viewport" content="width=device-width, initial-scale=1" />
           <title>{props.title} · Mailroom</title>
           <style>{raw(CSS)}</style>
+          {props.scripts?.map((src) => <script src={src} defer></script>)}
         </head>
         <body>
           <header>
@@ -54,11 +86,9 @@ export function Layout(props: LayoutProps) {
             {p && props.project && (
               <>
                 <span>{props.project.name}</span>
-                <a href={`${p}/keys`}>API keys</a>
-                <a href={`${p}/webhooks`}>Webhooks</a>
-                <a href={`${p}/domains`}>Domains</a>
-                <a href={`${p}/emails`}>Emails</a>
-                <a href={`${p}/inbox`}>Inbox</a>
+                <nav aria-label="Project">
+                  {PROJECT_PAGES.map(([path, label]) => <a href={`${p}${path}`}>{label}</a>)}
+                </nav>
               </>
             )}
             {props.email && (
@@ -79,6 +109,27 @@ export function Layout(props: LayoutProps) {
 
 export function ErrorNote(props: { message?: string }) {
   return props.message ? <p class="error" role="alert">{props.message}</p> : null;
+}
+
+/**
+ * Cursor paging: the first page, and the page after the last row shown. `query` keeps the
+ * filters; `after` is replaced.
+ */
+export function Pager(props: { path: string; query?: Record<string, string | undefined>; lastId?: string; hasMore: boolean; isFirst: boolean }) {
+  const href = (after?: string) => {
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(props.query ?? {})) if (v) params.set(k, v);
+    if (after) params.set('after', after);
+    const qs = params.toString();
+    return qs ? `${props.path}?${qs}` : props.path;
+  };
+  if (props.isFirst && !props.hasMore) return null;
+  return (
+    <nav class="pager" aria-label="Pages">
+      {!props.isFirst && <a href={href()}>Newest</a>}
+      {props.hasMore && props.lastId && <a href={href(props.lastId)} rel="next">Older</a>}
+    </nav>
+  );
 }
 
 export function when(d: Date | null | undefined): string {

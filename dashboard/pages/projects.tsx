@@ -13,7 +13,7 @@ export function ProjectsPage(props: { csrf: string; email: string; projects: Pro
           <tbody>
             {props.projects.map((p) => (
               <tr>
-                <td><a href={`${BASE}/projects/${p.id}/keys`}>{p.name}</a></td>
+                <td><a href={`${BASE}/projects/${p.id}`}>{p.name}</a></td>
                 <td><code>{p.id}</code></td>
                 <td>{when(p.createdAt)}</td>
               </tr>

@@ -1,7 +1,7 @@
 import type { Project } from '../../src/projects/service.ts';
-import type { EndpointRow } from '../../src/webhooks/schemas.ts';
+import type { DeliveryRow, EndpointRow } from '../../src/webhooks/schemas.ts';
 import { BASE } from '../env.ts';
-import { ErrorNote, Form, Layout, when } from '../layout.tsx';
+import { ErrorNote, Form, Layout, Pager, when } from '../layout.tsx';
 
 type Base = { csrf: string; email: string; project: Project };
 
@@ -24,7 +24,7 @@ export function WebhooksPage(props: Base & { endpoints: EndpointRow[]; error?: s
               <td>{STATUS[e.status]}</td>
               <td>{e.consecutiveFailures}</td>
               <td>{when(e.createdAt)}</td>
-              <td><a href={`${p}/${e.id}`}>Manage</a></td>
+              <td><a href={`${p}/${e.id}`}>Manage</a> · <a href={`${p}/${e.id}/deliveries`}>Deliveries</a></td>
             </tr>
           ))}
         </tbody>
@@ -54,11 +54,12 @@ export function WebhookPage(props: Base & { endpoint: EndpointRow; error?: strin
           <tr><th>Created</th><td>{when(e.createdAt)}</td></tr>
         </tbody>
       </table>
+      <p><a href={`${p}/deliveries`}>Deliveries to this endpoint</a></p>
       <h2>Signing secret</h2>
       {props.secret ? (
         <>
           <p><code class="secret" id="signing-secret">{props.secret}</code></p>
-          <p class="muted">Verify each delivery's X-Webhook-Signature with HMAC-SHA256 keyed by this whole string.</p>
+          <p class="muted">Verify each delivery with any Standard Webhooks library (webhook-id, webhook-timestamp, webhook-signature), or its X-Webhook-Signature with HMAC-SHA256 keyed by this whole string.</p>
         </>
       ) : (
         <Form action={`${p}/secret`} csrf={props.csrf}><button type="submit">Reveal signing secret</button></Form>
@@ -76,6 +77,58 @@ export function WebhookPage(props: Base & { endpoint: EndpointRow; error?: strin
         <Form action={`${p}/enable`} csrf={props.csrf}><button type="submit">Re-enable endpoint</button></Form>
       )}
       <p><a href={`${BASE}/projects/${props.project.id}/webhooks`}>Back to webhooks</a></p>
+    </Layout>
+  );
+}
+
+export type EndpointDelivery = DeliveryRow & { eventType: string; emailId: string };
+
+/** Every delivery to one endpoint, newest first, each with a button to send its event again. */
+export function DeliveriesPage(props: Base & {
+  endpoint: EndpointRow;
+  deliveries: EndpointDelivery[];
+  hasMore: boolean;
+  isFirst: boolean;
+  redelivered?: string;
+}) {
+  const e = props.endpoint;
+  const p0 = `${BASE}/projects/${props.project.id}`;
+  const p = `${p0}/webhooks/${e.id}`;
+  const active = e.status === 'active';
+  return (
+    <Layout title="Webhook deliveries" csrf={props.csrf} email={props.email} project={props.project}>
+      <p>To <code>{e.url}</code>, {STATUS[e.status]}. <a href={p}>Manage the endpoint</a></p>
+      {props.redelivered && (
+        <p class="note" role="status" id="redelivered">The event was queued again as delivery <code>{props.redelivered}</code>.</p>
+      )}
+      {!active && <p class="note">The endpoint is disabled: re-enable it to redeliver.</p>}
+      <table id="deliveries">
+        <thead><tr><th>Created</th><th>Event</th><th>Email</th><th>Status</th><th>Attempts</th><th>Last attempt</th><th>Next attempt</th><th>Response</th><th>Error</th><th></th></tr></thead>
+        <tbody>
+          {props.deliveries.map((d) => (
+            <tr id={`row-${d.id}`}>
+              <td>{when(d.createdAt)}</td>
+              <td>{d.eventType}</td>
+              <td><a href={`${p0}/emails/${d.emailId}`}><code>{d.emailId}</code></a></td>
+              <td class={`status-${d.status}`}>{d.status}</td>
+              <td>{d.attemptCount}</td>
+              <td>{when(d.lastAttemptAt)}</td>
+              <td>{d.status === 'pending' ? when(d.nextAttemptAt) : '—'}</td>
+              <td>{d.responseStatus ?? '—'}</td>
+              <td>{d.error ?? ''}</td>
+              <td>
+                {active && (
+                  <Form action={`${p}/deliveries/${d.id}/redeliver`} csrf={props.csrf} class="inline">
+                    <button type="submit">Redeliver</button>
+                  </Form>
+                )}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {props.deliveries.length === 0 && <p class="muted">No deliveries{props.isFirst ? ' yet' : ' older than these'}.</p>}
+      <Pager path={`${p}/deliveries`} lastId={props.deliveries.at(-1)?.id} hasMore={props.hasMore} isFirst={props.isFirst} />
     </Layout>
   );
 }

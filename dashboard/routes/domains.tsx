@@ -1,15 +1,13 @@
 import type { Hono } from 'hono';
-import { listEmails } from '../../src/emails/queries.ts';
 import { listDomains } from '../../src/domains/queries.ts';
 import { addDomain, checkDomain } from '../../src/domains/service.ts';
 import { ServiceError } from '../../src/platform/errors.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { DomainsPage } from '../pages/domains.tsx';
-import { EmailsPage } from '../pages/emails.tsx';
 import { base, field, render } from '../render.tsx';
 import { urlId } from '../params.ts';
 
-/** Domains (statuses and DNS records, add and check through the service) and the read-only email log. */
+/** Domains: statuses and DNS records, added and checked through the domain service. */
 export function registerDomainRoutes(app: Hono<DashEnv>) {
   app.get('/projects/:projectId/domains', async (c) => {
     const domains = await listDomains(c.var.deps.sql, c.var.project.id);
@@ -31,10 +29,5 @@ export function registerDomainRoutes(app: Hono<DashEnv>) {
   app.post('/projects/:projectId/domains/:domainId/check', async (c) => {
     await checkDomain(c.var.deps.sql, c.var.deps.config, urlId(c, 'domainId', 'domain'), c.var.project.id);
     return c.redirect(`${BASE}/projects/${c.var.project.id}/domains`, 303);
-  });
-
-  app.get('/projects/:projectId/emails', async (c) => {
-    const page = await listEmails(c.var.deps.sql, c.var.project.id, { limit: 100 });
-    return render(c, <EmailsPage {...base(c)} emails={page.rows} />);
   });
 }

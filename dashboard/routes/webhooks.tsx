@@ -1,9 +1,10 @@
 import type { Context, Hono } from 'hono';
 import { ServiceError } from '../../src/platform/errors.ts';
-import { getEndpoint, listEndpoints } from '../../src/webhooks/queries.ts';
-import { createEndpoint, getEndpointSecret, updateEndpoint } from '../../src/webhooks/service.ts';
+import { getEndpoint, listDeliveries, listEndpoints } from '../../src/webhooks/queries.ts';
+import { createEndpoint, getEndpointSecret, redeliver, updateEndpoint } from '../../src/webhooks/service.ts';
+import { isWellFormedId } from '../../src/platform/ids.ts';
 import { BASE, type DashEnv } from '../env.ts';
-import { WebhookPage, WebhooksPage } from '../pages/webhooks.tsx';
+import { DeliveriesPage, WebhookPage, WebhooksPage } from '../pages/webhooks.tsx';
 import { base, errorPage, field, render } from '../render.tsx';
 import { urlId } from '../params.ts';
 
@@ -11,6 +12,8 @@ import { urlId } from '../params.ts';
 async function endpointOf(c: Context<DashEnv>) {
   return getEndpoint(c.var.deps.sql, c.var.project.id, urlId(c, 'endpointId', 'webhook'));
 }
+
+export const DELIVERIES_PER_PAGE = 50;
 
 const notFound = (c: Context<DashEnv>) => errorPage(c, 404, 'Not found', 'There is no such webhook endpoint in this project.');
 
@@ -71,4 +74,23 @@ export function registerWebhookRoutes(app: Hono<DashEnv>) {
       return c.redirect(`${list(c)}/${endpoint.id}`, 303);
     });
   }
+
+  app.get('/projects/:projectId/webhooks/:endpointId/deliveries', async (c) => {
+    const endpoint = await endpointOf(c);
+    if (!endpoint) return notFound(c);
+    const after = c.req.query('after') || undefined;
+    if (after && !isWellFormedId('delivery', after)) return errorPage(c, 404, 'Not found', 'That page of deliveries does not exist.');
+    const redelivered = c.req.query('redelivered');
+    const page = await listDeliveries(c.var.deps.sql, c.var.project.id, endpoint.id, { limit: DELIVERIES_PER_PAGE, startingAfter: after });
+    return render(c, <DeliveriesPage {...base(c)} endpoint={endpoint} deliveries={page.rows} hasMore={page.hasMore} isFirst={!after}
+      redelivered={redelivered && isWellFormedId('delivery', redelivered) ? redelivered : undefined} />);
+  });
+
+  // Disabled endpoints and unknown deliveries come back as ServiceErrors, which the app's
+  // error handler turns into a 409 or 404 page with the service's own message.
+  app.post('/projects/:projectId/webhooks/:endpointId/deliveries/:deliveryId/redeliver', async (c) => {
+    const endpointId = urlId(c, 'endpointId', 'webhook');
+    const delivery = await redeliver(c.var.deps.sql, c.var.project.id, endpointId, urlId(c, 'deliveryId', 'delivery'));
+    return c.redirect(`${list(c)}/${endpointId}/deliveries?redelivered=${delivery.id}`, 303);
+  });
 }

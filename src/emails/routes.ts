@@ -7,7 +7,7 @@ import { SECURITY } from '../http/security.ts';
 import { readJsonBody } from '../http/body.ts';
 import { EMAIL_STATUSES, EmailList, EmailResponse, toEmailListItem, toEmailResponse } from './schemas.ts';
 import * as q from './queries.ts';
-import { IdempotencyHeaders, ScheduledAt, SendEmailRequest, SendEmailResponse, parseIdempotencyKey } from './validate.ts';
+import { IdempotencyHeaders, ScheduledAt, SendEmailRequest, SendEmailResponse, TAG_FILTER, parseIdempotencyKey, parseTagFilter } from './validate.ts';
 import { MAX_BATCH } from './batch.ts';
 import { sendBatch as sendEmails, sendEmail } from './service.ts';
 import { listEventsOfEmail } from '../events/queries.ts';
@@ -52,7 +52,7 @@ const listEmails = createRoute({
       limit: z.coerce.number().int().min(1).max(100).default(25).openapi({ description: '1 to 100, default 25.' }),
       starting_after: z.string().max(100).optional().openapi({ description: 'The last id of the previous page.' }),
       status: z.enum(EMAIL_STATUSES).optional(),
-      tag: z.string().max(600).regex(/^[A-Za-z0-9_-]{1,256}:[A-Za-z0-9_-]{1,256}$/, 'tag is name:value').optional()
+      tag: z.string().max(600).regex(TAG_FILTER, 'tag is name:value').optional()
         .openapi({ description: 'Only emails carrying this tag, as `name:value`.' }),
     }),
   },
@@ -177,7 +177,7 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(listEmails, async (c) => {
     const { limit, starting_after: startingAfter, status, tag: tagFilter } = c.req.valid('query');
-    const tag = tagFilter ? { name: tagFilter.split(':')[0]!, value: tagFilter.split(':')[1]! } : undefined;
+    const tag = tagFilter ? parseTagFilter(tagFilter) : undefined;
     const projectId = c.var.projectId;
     const sql = c.var.deps.sql;
     if (startingAfter && !(isWellFormedId('email', startingAfter) && await q.emailExists(sql, projectId, startingAfter))) {

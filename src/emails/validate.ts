@@ -140,6 +140,15 @@ export const IdempotencyHeaders = z.object({
 
 /** The request after validation, in the shape the database and the composer take. */
 export type EmailTag = { name: string; value: string };
+
+/** A list filter on one tag, written `name:value`. */
+export const TAG_FILTER = /^[A-Za-z0-9_-]{1,256}:[A-Za-z0-9_-]{1,256}$/;
+
+export function parseTagFilter(value: string): EmailTag | undefined {
+  if (!TAG_FILTER.test(value)) return undefined;
+  const [name, tagValue] = value.split(':') as [string, string];
+  return { name, value: tagValue };
+}
 export type SendEmail = EmailContent & { scheduledAt: Date | null; tags: EmailTag[] };
 
 const list = (v: string | string[] | null | undefined) => (v == null ? [] : typeof v === 'string' ? [v] : v);

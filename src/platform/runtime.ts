@@ -10,6 +10,7 @@ import { startMetricsServer } from './metrics.ts';
 import { reencodeLegacySecrets } from '../webhooks/secret.ts';
 import { startWorker } from './worker.ts';
 import { createApp } from '../http/app.ts';
+import { closeSinkFeeds } from '../sink/live.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
 import { buildCrontab, buildTaskList, startWorkerServices } from '../tasks.ts';
 import type { WorkerDeps } from '../interfaces.ts';
@@ -82,7 +83,11 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
     const port = typeof address === 'object' && address ? address.port : config.port;
     url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
     log.info({ url }, 'api listening');
-    steps.push(['http', () => new Promise<void>((resolve) => server.close(() => resolve()))]);
+    // Live inbox streams never end on their own, so they are ended first or close would wait on them.
+    steps.push(['http', async () => {
+      await closeSinkFeeds();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }]);
   }
 
   if (role !== 'api') {

@@ -16,12 +16,16 @@ export type CaughtMessage = ParsedSinkMessage & { projectId: string; emailId: st
  */
 export async function insertSinkMessage(sql: Sql, msg: CaughtMessage, keep: { messages: number; bytes: number }): Promise<string> {
   const id = newId('sinkMessage');
+  // The notify rides in the insert's statement, so it costs no round trip and fires at commit.
   await sql`
-    insert into sink_messages (id, project_id, email_id, from_address, to_addresses, cc_addresses, subject,
-                               text, html, headers, attachments, raw, size_bytes)
-    values (${id}, ${msg.projectId}, ${msg.emailId}, ${msg.fromAddress}, ${msg.toAddresses}::text[],
-            ${msg.ccAddresses}::text[], ${msg.subject}, ${msg.text}, ${msg.html}, ${sql.json(msg.headers)},
-            ${sql.json(msg.attachments)}, ${msg.raw}, ${msg.raw.length})`;
+    with caught as (
+      insert into sink_messages (id, project_id, email_id, from_address, to_addresses, cc_addresses, subject,
+                                 text, html, headers, attachments, raw, size_bytes)
+      values (${id}, ${msg.projectId}, ${msg.emailId}, ${msg.fromAddress}, ${msg.toAddresses}::text[],
+              ${msg.ccAddresses}::text[], ${msg.subject}, ${msg.text}, ${msg.html}, ${sql.json(msg.headers)},
+              ${sql.json(msg.attachments)}, ${msg.raw}, ${msg.raw.length})
+      returning project_id)
+    select pg_notify(${SINK_CHANNEL}, project_id) from caught`;
   await sql`
     delete from sink_messages
     where project_id = ${msg.projectId}
@@ -39,15 +43,40 @@ export async function insertSinkMessage(sql: Sql, msg: CaughtMessage, keep: { me
 const SUMMARY = (sql: Sql) =>
   sql`id, email_id, from_address, to_addresses, cc_addresses, subject, received_at, size_bytes`;
 
+/** Sink arrivals are announced on this channel, with the project id as payload, for live inboxes. */
+export const SINK_CHANNEL = 'mailroom_sink_messages';
+
+/** `search` matches, case-insensitively, inside the subject, the sender or any recipient. */
+export type SinkListOptions = { limit: number; startingAfter?: string; search?: string };
+
 /** Newest first; fetches one extra row to answer has_more without a count. */
-export async function listSinkMessages(sql: Sql, projectId: string, opts: { limit: number; startingAfter?: string }) {
+export async function listSinkMessages(sql: Sql, projectId: string, opts: SinkListOptions) {
+  const pattern = opts.search ? `%${opts.search.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%` : undefined;
   const rows = await sql<SinkMessageSummaryRow[]>`
     select ${SUMMARY(sql)} from sink_messages
     where project_id = ${projectId}
       ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
+      ${pattern ? sql`and (subject ilike ${pattern} or from_address ilike ${pattern}
+                        or array_to_string(to_addresses || cc_addresses, ' ') ilike ${pattern})` : sql``}
     order by id desc
     limit ${opts.limit + 1}`;
   return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
+}
+
+/** Messages caught after `afterId`, oldest first: what a live inbox has not shown yet. */
+export async function listSinkMessagesAfter(sql: Sql, projectId: string, afterId: string, limit: number) {
+  return sql<SinkMessageSummaryRow[]>`
+    select ${SUMMARY(sql)} from sink_messages
+    where project_id = ${projectId} and id > ${afterId}
+    order by id
+    limit ${limit}`;
+}
+
+/** The caught copy of an email, when its project sends to the sink. */
+export async function findSinkMessageOfEmail(sql: Sql, projectId: string, emailId: string) {
+  const [row] = await sql<[{ id: string }?]>`
+    select id from sink_messages where project_id = ${projectId} and email_id = ${emailId} order by id desc limit 1`;
+  return row?.id;
 }
 
 export async function sinkMessageExists(sql: Sql, projectId: string, id: string): Promise<boolean> {

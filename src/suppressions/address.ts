@@ -1,4 +1,5 @@
 import addressparser from 'nodemailer/lib/addressparser';
+import { isMailbox } from '../emails/mailbox.ts';
 
 /**
  * The bare, lower-cased address of a stored recipient such as `"Ann" <Ann@Example.com>`.
@@ -14,4 +15,9 @@ export function normaliseAddress(recipient: string): string {
 export function bareAddress(recipient: string): string {
   const [first] = addressparser(recipient, { flatten: true });
   return (first?.address || recipient).trim();
+}
+
+/** The stored form of an address typed by a person or taken from a URL; undefined when it is not one. */
+export function storedAddress(value: string): string | undefined {
+  return isMailbox(value) ? normaliseAddress(value) : undefined;
 }

@@ -4,7 +4,7 @@ import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
 import { readJsonBody } from '../http/body.ts';
 import { isMailbox } from '../emails/mailbox.ts';
-import { normaliseAddress } from './address.ts';
+import { normaliseAddress, storedAddress } from './address.ts';
 import { addSuppressions, getSuppression, liftSuppression, listSuppressions, type Suppression } from './queries.ts';
 
 const SuppressionResponse = z
@@ -25,11 +25,6 @@ const toResponse = (s: Suppression): z.infer<typeof SuppressionResponse> =>
 function addressOf(value: string, loc: (string | number)[]): string {
   if (!isMailbox(value)) throw new ValidationError([{ loc, msg: 'Not an email address', type: 'value_error', input: value }]);
   return normaliseAddress(value);
-}
-
-/** The stored form of an address from a URL, or undefined when it cannot be one. */
-function storedAddress(value: string): string | undefined {
-  return isMailbox(value) ? normaliseAddress(value) : undefined;
 }
 
 const list = createRoute({

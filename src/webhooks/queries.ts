@@ -2,37 +2,58 @@ import type { Sql, TxSql } from '../platform/db.ts';
 import { newId } from '../platform/ids.ts';
 import type { DeliveryRow, EndpointRow } from './schemas.ts';
 
+const ENDPOINT_COLUMNS = (sql: Sql | TxSql) => sql`id, project_id, url, status, consecutive_failures, created_at`;
+
 export async function listEndpoints(sql: Sql, projectId: string) {
   return sql<EndpointRow[]>`
-    select id, project_id, url, status, consecutive_failures, created_at
+    select ${ENDPOINT_COLUMNS(sql)}
     from webhook_endpoints where project_id = ${projectId} order by id`;
 }
 
 export async function getEndpoint(sql: Sql, projectId: string, endpointId: string) {
   const [row] = await sql<[EndpointRow?]>`
-    select id, project_id, url, status, consecutive_failures, created_at
+    select ${ENDPOINT_COLUMNS(sql)}
     from webhook_endpoints where id = ${endpointId} and project_id = ${projectId}`;
   return row;
 }
 
 export const RECENT_DELIVERIES = 100;
 
+const DELIVERY_COLUMNS = (sql: Sql) =>
+  sql`d.id, d.event_id, d.status, d.attempt_count, d.created_at, d.last_attempt_at, d.next_attempt_at, d.response_status, d.error`;
+
 export async function listRecentDeliveries(sql: Sql, projectId: string, endpointId: string) {
-  return sql<DeliveryRow[]>`
-    select id, event_id, status, attempt_count, created_at, last_attempt_at, next_attempt_at, response_status, error
-    from webhook_deliveries
-    where project_id = ${projectId} and endpoint_id = ${endpointId}
-    order by id desc
-    limit ${RECENT_DELIVERIES}`;
+  return (await listDeliveries(sql, projectId, endpointId, { limit: RECENT_DELIVERIES })).rows;
 }
 
-const ENDPOINT_COLUMNS = 'id, project_id, url, status, consecutive_failures, created_at';
+/** An endpoint's deliveries with their event's type and email, newest first, paged by delivery id. */
+export async function listDeliveries(sql: Sql, projectId: string, endpointId: string, opts: { limit: number; startingAfter?: string }) {
+  const rows = await sql<(DeliveryRow & { eventType: string; emailId: string })[]>`
+    select ${DELIVERY_COLUMNS(sql)}, e.type as event_type, e.email_id
+    from webhook_deliveries d join events e on e.id = d.event_id and e.project_id = d.project_id
+    where d.project_id = ${projectId} and d.endpoint_id = ${endpointId}
+      ${opts.startingAfter ? sql`and d.id < ${opts.startingAfter}` : sql``}
+    order by d.id desc
+    limit ${opts.limit + 1}`;
+  return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
+}
+
+/** Every delivery of one email's events, oldest first, with the endpoint it went to. */
+export async function listDeliveriesOfEmail(sql: Sql, projectId: string, emailId: string) {
+  return sql<(DeliveryRow & { eventType: string; endpointId: string; endpointUrl: string })[]>`
+    select ${DELIVERY_COLUMNS(sql)}, e.type as event_type, d.endpoint_id, w.url as endpoint_url
+    from events e
+    join webhook_deliveries d on d.event_id = e.id and d.project_id = e.project_id
+    join webhook_endpoints w on w.id = d.endpoint_id and w.project_id = d.project_id
+    where e.project_id = ${projectId} and e.email_id = ${emailId}
+    order by d.id`;
+}
 
 export async function insertEndpoint(sql: Sql, e: { id: string; projectId: string; url: string; secretSealed: Buffer }) {
   const [row] = await sql<EndpointRow[]>`
     insert into webhook_endpoints (id, project_id, url, secret_encrypted)
     values (${e.id}, ${e.projectId}, ${e.url}, ${e.secretSealed})
-    returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
+    returning ${ENDPOINT_COLUMNS(sql)}`;
   return row!;
 }
 
@@ -52,7 +73,7 @@ export async function updateEndpoint(sql: Sql, projectId: string, endpointId: st
       consecutive_failures = case when ${url}::text is not null or ${enabled}::boolean then 0 else consecutive_failures end,
       updated_at = now()
     where id = ${endpointId} and project_id = ${projectId}
-    returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
+    returning ${ENDPOINT_COLUMNS(sql)}`;
   return row;
 }
 

@@ -29,7 +29,9 @@ test('pages carry a strict CSP and are not frameable', async () => {
   const { res } = await b.get('/dashboard');
   const csp = res.headers.get('content-security-policy') ?? '';
   for (const part of ["default-src 'none'", "frame-ancestors 'none'", "form-action 'self'", "base-uri 'none'"]) assert.ok(csp.includes(part), csp);
-  assert.doesNotMatch(csp, /script-src/);
+  // Scripts only from this origin: no inline script, no eval, nothing from elsewhere.
+  assert.match(csp, /script-src 'self';/);
+  assert.doesNotMatch(csp, /unsafe-inline'[^;]*;?\s*$|script-src[^;]*(unsafe|https?:|\*)/);
   assert.equal(res.headers.get('x-frame-options'), 'DENY');
 });
 

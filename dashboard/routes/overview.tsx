@@ -1,0 +1,21 @@
+import type { Hono } from 'hono';
+import { dailyActivity, inFlightCounts, providerPacing } from '../../src/projects/activity.ts';
+import type { DashEnv } from '../env.ts';
+import { OverviewPage } from '../pages/overview.tsx';
+import { base, render } from '../render.tsx';
+
+export const CHART_DAYS = 14;
+
+/** A project's front page: the last two weeks' outcomes, what is in flight, and the provider's pace. */
+export function registerOverviewRoutes(app: Hono<DashEnv>) {
+  app.get('/projects/:projectId', async (c) => {
+    const { sql } = c.var.deps;
+    const projectId = c.var.project.id;
+    const [days, inFlight, pacing] = await Promise.all([
+      dailyActivity(sql, projectId, CHART_DAYS),
+      inFlightCounts(sql, projectId),
+      providerPacing(sql, projectId),
+    ]);
+    return render(c, <OverviewPage {...base(c)} days={days} inFlight={inFlight} pacing={pacing} />);
+  });
+}
