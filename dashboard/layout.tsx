@@ -36,6 +36,8 @@ svg.chart{background:#fff;border:1px solid #dde1e8;max-width:100%;height:auto}
 .status-failed,.status-canceled{color:#b42318}.status-sent,.status-delivered{color:#1e7b34}
 `;
 
+const FAVICON = `data:image/svg+xml,${encodeURIComponent("<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'><rect width='16' height='16' rx='3' fill='#1d2330'/><path d='M3 5h10v7H3z' fill='none' stroke='#cfe0ff'/><path d='M3 5l5 4 5-4' fill='none' stroke='#cfe0ff'/></svg>")}`;
+
 /** A POST form with the CSRF token already in it. */
 export function Form(props: { action: string; csrf: string; class?: string; children?: Child }) {
   return (
@@ -77,6 +79,8 @@ export function Layout(props: LayoutProps) {
           <meta charset="utf-8" />
           <meta name="viewport" content="width=device-width, initial-scale=1" />
           <title>{props.title} · Mailroom</title>
+          {/* An inline icon, so browsers don't ask the server for /favicon.ico. */}
+          <link rel="icon" href={FAVICON} />
           <style>{raw(CSS)}</style>
           {props.scripts?.map((src) => <script src={src} defer></script>)}
         </head>
@@ -132,6 +136,7 @@ export function Pager(props: { path: string; query?: Record<string, string | und
   );
 }
 
+/** A time as `2026-11-23 09:15:02 UTC`, with no-break spaces so a narrow column never splits it. */
 export function when(d: Date | null | undefined): string {
-  return d ? d.toISOString().replace('T', ' ').slice(0, 19) + ' UTC' : '—';
+  return d ? `${d.toISOString().slice(0, 10)}\u00a0${d.toISOString().slice(11, 19)}\u00a0UTC` : '—';
 }

@@ -21,16 +21,17 @@ function niceCeiling(n: number): number {
 }
 
 /**
- * One line per outcome over the days given, drawn on the server: plain SVG, no script. Each
- * point has a <title>, so hovering shows its day and count, and a table beside the chart
- * carries the same numbers for readers without the picture.
+ * Each day a group of five bars, one per outcome, drawn on the server: plain SVG, no script.
+ * Bars rather than lines, so equal counts never hide one another. Each bar has a <title>, so
+ * hovering shows its day and count; the page's table carries the same numbers as text.
  */
 export function ActivityChart(props: { days: ActivityDay[] }) {
   const { days } = props;
   const top = niceCeiling(Math.max(0, ...days.flatMap((d) => ACTIVITY_SERIES.map((s) => d[s.key]))));
   const plotW = WIDTH - PAD.left - PAD.right;
   const plotH = HEIGHT - PAD.top - PAD.bottom;
-  const x = (i: number) => PAD.left + (days.length === 1 ? plotW / 2 : (i * plotW) / (days.length - 1));
+  const groupW = plotW / days.length;
+  const barW = (groupW - 6) / ACTIVITY_SERIES.length;
   const y = (v: number) => PAD.top + plotH - (v / top) * plotH;
   const ticks = [0, top / 2, top];
   return (
@@ -44,16 +45,15 @@ export function ActivityChart(props: { days: ActivityDay[] }) {
         </g>
       ))}
       {days.map((d, i) => (
-        <text x={x(i)} y={HEIGHT - PAD.bottom + 16} text-anchor="middle" fill="#6b7383">{d.day.slice(5)}</text>
+        <text x={(PAD.left + (i + 0.5) * groupW).toFixed(1)} y={HEIGHT - PAD.bottom + 16} text-anchor="middle" fill="#6b7383">{d.day.slice(5)}</text>
       ))}
-      {ACTIVITY_SERIES.map((s) => (
-        <g data-series={s.key}>
-          <polyline fill="none" stroke={SERIES_COLOURS[s.key]} stroke-width="2"
-            points={days.map((d, i) => `${x(i).toFixed(1)},${y(d[s.key]).toFixed(1)}`).join(' ')} />
+      {ACTIVITY_SERIES.map((s, j) => (
+        <g data-series={s.key} fill={SERIES_COLOURS[s.key]}>
           {days.map((d, i) => (
-            <circle cx={x(i).toFixed(1)} cy={y(d[s.key]).toFixed(1)} r="3" fill={SERIES_COLOURS[s.key]}>
+            <rect x={(PAD.left + i * groupW + 3 + j * barW).toFixed(1)} y={y(d[s.key]).toFixed(1)}
+              width={Math.max(1, barW - 1).toFixed(1)} height={(PAD.top + plotH - y(d[s.key])).toFixed(1)}>
               <title>{`${d.day}: ${d[s.key]} ${s.key}`}</title>
-            </circle>
+            </rect>
           ))}
         </g>
       ))}

@@ -109,7 +109,7 @@ export function DeliveriesPage(props: Base & {
             <tr id={`row-${d.id}`}>
               <td>{when(d.createdAt)}</td>
               <td>{d.eventType}</td>
-              <td><a href={`${p0}/emails/${d.emailId}`}><code>{d.emailId}</code></a></td>
+              <td><a href={`${p0}/emails/${d.emailId}`} title={d.emailId}><code>…{d.emailId.slice(-8)}</code></a></td>
               <td class={`status-${d.status}`}>{d.status}</td>
               <td>{d.attemptCount}</td>
               <td>{when(d.lastAttemptAt)}</td>

@@ -1,6 +1,8 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { chromium } from 'playwright-core';
@@ -84,4 +86,130 @@ test('a real browser: signup, project, key, webhook secret, then a caught email 
   assert.equal(await page.locator('script').count(), 0, 'no script element in the dashboard page');
 
   await page.screenshot({ path: '/tmp/dashboard-inbox.png', fullPage: false });
+});
+
+test('a real browser: overview chart, emails filtered and opened, live inbox, suppressions, redelivery, key permissions; no console errors', { skip, timeout: 120_000 }, async () => {
+  const started = Date.now();
+  const ctx = await createTestContext({ env: { NODE_ENV: 'development' } });
+  await startTestWorker(ctx.config, ctx.sql);
+  const server = serve({ fetch: ctx.app.fetch, port: 0, hostname: '127.0.0.1' });
+  after(() => new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    (server as unknown as { closeAllConnections(): void }).closeAllConnections();
+  }));
+  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once('listening', () => resolve())));
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const shots = process.env.SCREENSHOT_DIR ?? join(tmpdir(), 'mailroom-e2e');
+  mkdirSync(shots, { recursive: true });
+
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'],
+  });
+  after(() => browser.close());
+  const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+  page.setDefaultTimeout(10_000);
+  const consoleErrors: string[] = [];
+  page.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()); });
+  page.on('pageerror', (err) => consoleErrors.push(err.message));
+  page.on('response', (res) => { if (res.status() >= 400) consoleErrors.push(`${res.status()} ${res.url()}`); });
+
+  await page.goto(`${origin}/dashboard/signup`);
+  await page.fill('input[name=email]', 'owner@example.com');
+  await page.fill('input[name=password]', 'correct horse battery');
+  await page.click('button[type=submit]');
+  await page.waitForURL(`${origin}/dashboard`);
+  await page.fill('input[name=name]', 'Flows');
+  await page.click('button:has-text("Create project")');
+  await page.waitForURL(/\/keys$/);
+  const projectPath = new URL(page.url()).pathname.replace(/\/keys$/, '');
+
+  // Key permissions: a sending-only key, listed as such.
+  await page.fill('input[name=name]', 'sender');
+  await page.selectOption('select[name=permission]', 'sending');
+  await page.click('button:has-text("Create key")');
+  const key = (await page.textContent('#new-key'))!;
+  await page.click('text=Back to API keys');
+  assert.equal(await page.locator('tr', { hasText: 'sender' }).locator('td', { hasText: 'sending only' }).count(), 1);
+  const send = async (subject: string, extra: Record<string, unknown> = {}) => {
+    const res = await fetch(`${origin}/v1/emails`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ from: 'app@example.com', to: 'ann@example.net', subject, text: `Body of ${subject}`, ...extra }),
+    });
+    assert.equal(res.status, 201);
+    return ((await res.json()) as { id: string }).id;
+  };
+  const forbidden = await fetch(`${origin}/v1/emails`, { headers: { authorization: `Bearer ${key}` } });
+  assert.equal(forbidden.status, 403, 'the sending key cannot list');
+
+  // A webhook endpoint nothing listens on, so its deliveries fail and can be redelivered.
+  await page.click('nav >> text=Webhooks');
+  await page.fill('input[name=url]', 'http://127.0.0.1:9/hook');
+  await page.click('button:has-text("Register")');
+  await page.waitForURL(/\/webhooks\/wh_\w{26}$/);
+
+  // Live inbox: the page is open before the mail is sent, and the row appears without a reload.
+  await page.click('nav >> text=Inbox');
+  await page.waitForSelector('#live-status:has-text("Live")');
+  await page.evaluate(() => { (globalThis as unknown as { stillHere: boolean }).stillHere = true; });
+  const welcome = await send('Welcome aboard', { tags: [{ name: 'flow', value: 'welcome' }] });
+  await send('Weekly digest', { tags: [{ name: 'flow', value: 'digest' }] });
+  await page.waitForSelector('#inbox tbody tr:has-text("Welcome aboard")', { timeout: 20_000 });
+  await page.waitForSelector('#inbox tbody tr:has-text("Weekly digest")', { timeout: 20_000 });
+  assert.equal(await page.evaluate(() => (globalThis as unknown as { stillHere?: boolean }).stillHere), true, 'no reload happened');
+  assert.equal(await page.locator('#inbox-empty').isVisible(), false);
+  await page.screenshot({ path: join(shots, 'inbox-live.png') });
+  await page.fill('input[name=q]', 'digest');
+  await page.click('button:has-text("Search")');
+  await page.waitForURL(/\?q=digest$/);
+  assert.equal(await page.locator('#inbox tbody tr').count(), 1);
+
+  // Emails: filter by tag, open the email, follow it to its caught copy.
+  await page.click('nav >> text=Emails');
+  await page.fill('input[name=tag]', 'flow:welcome');
+  await page.click('button:has-text("Filter")');
+  await page.waitForURL(/tag=flow%3Awelcome/);
+  assert.equal(await page.locator('#emails tbody tr').count(), 1);
+  await page.click('#emails >> text=Welcome aboard');
+  await page.waitForURL(new RegExp(`/emails/${welcome}$`));
+  await page.waitForSelector('#timeline');
+  assert.match((await page.textContent('#timeline'))!, /email\.sent/);
+  assert.match((await page.textContent('#email-deliveries'))!, /127\.0\.0\.1:9\/hook/);
+  await page.screenshot({ path: join(shots, 'email.png'), fullPage: true });
+  await page.click('#caught-link');
+  await page.waitForURL(/\/inbox\/msg_\w{26}$/);
+  assert.equal(await page.frameLocator('iframe').locator('body').count(), 0, 'a text-only email has no HTML frame');
+
+  // Deliveries: the endpoint's page lists them; Redeliver queues a new one.
+  await page.click('nav >> text=Webhooks');
+  await page.click('text=Deliveries');
+  await page.waitForURL(/\/deliveries$/);
+  await page.waitForSelector('#deliveries tbody tr');
+  const before = await page.locator('#deliveries tbody tr').count();
+  await page.locator('#deliveries tbody tr').first().locator('button:has-text("Redeliver")').click();
+  await page.waitForSelector('#redelivered');
+  assert.equal(await page.locator('#deliveries tbody tr').count(), before + 1);
+  await page.screenshot({ path: join(shots, 'deliveries.png'), fullPage: true });
+
+  // Suppressions: add one by hand, then lift it.
+  await page.click('nav >> text=Suppressions');
+  await page.fill('input[name=email]', 'Blocked@Example.net');
+  await page.click('button:has-text("Suppress")');
+  await page.waitForSelector('#suppressions td:has-text("blocked@example.net")');
+  await page.screenshot({ path: join(shots, 'suppressions.png') });
+  await page.click('button[aria-label="Lift blocked@example.net"]');
+  await page.waitForSelector('text=No suppressed addresses.');
+
+  // Overview: the chart drawn on the server shows today's sends.
+  await page.click('nav >> text=Overview');
+  await page.waitForURL(new RegExp(`${projectPath}$`));
+  assert.equal(await page.locator('svg.chart g[data-series]').count(), 5);
+  assert.equal(await page.locator('svg.chart rect').count(), 5 * 14);
+  assert.match((await page.textContent('#totals [data-series=sent]'))!, /^2/);
+  await page.screenshot({ path: join(shots, 'overview.png'), fullPage: true });
+
+  assert.deepEqual(consoleErrors, [], 'no console errors on any page');
+  console.log(`# dashboard flows e2e: ${Date.now() - started} ms; screenshots in ${shots}`);
 });

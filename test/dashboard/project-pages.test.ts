@@ -67,8 +67,8 @@ test('overview: a 14-day SVG chart drawn on the server from the events, the tota
   assert.match(svg, /class="chart"/);
   const series = [...svg.matchAll(/data-series="(\w+)"/g)].map((m) => m[1]);
   assert.deepEqual(series, ['sent', 'delivered', 'bounced', 'complained', 'failed']);
-  const sentPoints = /data-series="sent"><polyline[^>]*points="([^"]+)"/.exec(svg)![1]!.split(' ');
-  assert.equal(sentPoints.length, 14, 'one point per day');
+  const sentBars = /data-series="sent"[^>]*>([^]*?)<\/g>/.exec(svg)![1]!.match(/<rect/g)!;
+  assert.equal(sentBars.length, 14, 'one bar per day');
   const day = (daysAgo: number) => new Date(Date.now() - daysAgo * 86_400_000).toISOString().slice(0, 10);
   assert.match(svg, new RegExp(`<title>${day(3)}: 1 sent</title>`));
   assert.match(svg, new RegExp(`<title>${day(0)}: 1 bounced</title>`));
