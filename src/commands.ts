@@ -61,7 +61,7 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'key revoke KEY_ID',
     async run(ctx, _v, args) {
       if (!args[0]) throw new ServiceError('invalid_input', `KEY_ID is required: ${this.usage}`);
-      const k = await revokeApiKey(ctx.sql(), args[0]);
+      const k = await revokeApiKey(ctx.sql(), undefined, args[0]);
       return { id: k.id, revoked_at: k.revokedAt!.toISOString() };
     },
   },
@@ -80,7 +80,7 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'domain check DOMAIN_ID',
     async run(ctx, _v, args) {
       if (!args[0]) throw new ServiceError('invalid_input', `DOMAIN_ID is required: ${this.usage}`);
-      return toDomainResponse(await checkDomain(ctx.sql(), ctx.config, args[0]));
+      return toDomainResponse(await checkDomain(ctx.sql(), ctx.config, undefined, args[0]));
     },
   },
   'webhook create': {

@@ -27,7 +27,7 @@ export function registerDomainRoutes(app: Hono<DashEnv>) {
   });
 
   app.post('/projects/:projectId/domains/:domainId/check', async (c) => {
-    await checkDomain(c.var.deps.sql, c.var.deps.config, urlId(c, 'domainId', 'domain'), c.var.project.id);
+    await checkDomain(c.var.deps.sql, c.var.deps.config, c.var.project.id, urlId(c, 'domainId', 'domain'));
     return c.redirect(`${BASE}/projects/${c.var.project.id}/domains`, 303);
   });
 }

@@ -28,7 +28,7 @@ export function registerKeyRoutes(app: Hono<DashEnv>) {
   });
 
   app.post('/projects/:projectId/keys/:keyId/revoke', async (c) => {
-    await revokeApiKey(c.var.deps.sql, urlId(c, 'keyId', 'key'), c.var.project.id);
+    await revokeApiKey(c.var.deps.sql, c.var.project.id, urlId(c, 'keyId', 'key'));
     return c.redirect(`${BASE}/projects/${c.var.project.id}/keys`, 303);
   });
 }

@@ -4,7 +4,12 @@ import { ServiceError } from '../platform/errors.ts';
 import type { WorkerDeps } from '../interfaces.ts';
 import { checkDomain } from './service.ts';
 
-export const DomainCheckPayload = z.object({ domainId: z.string().min(1), projectId: z.string().min(1) });
+/** Payloads name their ids in snake_case, like every job's; the camelCase spelling of older queued jobs is still read. */
+export const DomainCheckPayload = z.union([
+  z.object({ domain_id: z.string().min(1), project_id: z.string().min(1) }),
+  z.object({ domainId: z.string().min(1), projectId: z.string().min(1) })
+    .transform((p) => ({ domain_id: p.domainId, project_id: p.projectId })),
+]);
 
 /**
  * `domain__check`: one domain, asked of SES now. Provider errors, a removed domain or a
@@ -13,9 +18,9 @@ export const DomainCheckPayload = z.object({ domainId: z.string().min(1), projec
  */
 export function domainCheckTask(deps: WorkerDeps): Task {
   return async (payload) => {
-    const { domainId, projectId } = DomainCheckPayload.parse(payload);
+    const { domain_id: domainId, project_id: projectId } = DomainCheckPayload.parse(payload);
     try {
-      const d = await checkDomain(deps.sql, deps.config, domainId, projectId);
+      const d = await checkDomain(deps.sql, deps.config, projectId, domainId);
       deps.log.debug({ domainId, projectId, verification: d.verificationStatus, dkim: d.dkimStatus }, 'domain checked');
     } catch (err) {
       if (!(err instanceof ServiceError)) throw err;

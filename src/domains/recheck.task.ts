@@ -47,7 +47,7 @@ export async function enqueueDueChecks(sql: Sql, now?: Date): Promise<number> {
   if (due.length === 0) return 0;
   await sql`
     select graphile_worker.add_job('domain__check',
-      json_build_object('domainId', d.id, 'projectId', d.project_id),
+      json_build_object('domain_id', d.id, 'project_id', d.project_id),
       max_attempts => 3, job_key => 'domain_check:' || d.id)
     from unnest(${due.map((d) => d.id)}::text[], ${due.map((d) => d.projectId)}::text[]) as d(id, project_id)`;
   return due.length;

@@ -61,7 +61,7 @@ const FIELDS = [
  * that moved is appended to status_history. `projectId` scopes the lookup for callers acting
  * for a project (the dashboard); the operator CLI names only the id.
  */
-export async function checkDomain(sql: Sql, config: Config, domainId: string, projectId?: string): Promise<DomainRow> {
+export async function checkDomain(sql: Sql, config: Config, projectId: string | undefined, domainId: string): Promise<DomainRow> {
   const owner = projectId ?? (await q.findDomainProject(sql, domainId));
   const domain = owner ? await q.findDomain(sql, owner, domainId) : undefined;
   if (!owner || !domain) throw new ServiceError('not_found', `domain ${domainId} not found`);

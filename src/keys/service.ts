@@ -35,8 +35,11 @@ export async function createApiKey(sql: Sql, projectId: string, name: string, pe
   return { ...row, key };
 }
 
-/** Revocation is permanent; revoking twice keeps the first time. */
-export async function revokeApiKey(sql: Sql, keyId: string, projectId?: string) {
+/**
+ * Revocation is permanent; revoking twice keeps the first time. Without `projectId` (the
+ * operator CLI) the key's own project is used.
+ */
+export async function revokeApiKey(sql: Sql, projectId: string | undefined, keyId: string) {
   const owner = projectId ?? (await q.findKeyProject(sql, keyId));
   const row = owner ? await q.revokeKey(sql, owner, keyId) : undefined;
   if (!row) throw new ServiceError('not_found', `key ${keyId} not found`);

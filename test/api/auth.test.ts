@@ -19,7 +19,7 @@ test('a valid key reads its project', async () => {
 
 test('missing, malformed, wrong-scheme, unknown and revoked keys get the identical 401', async () => {
   const other = await ctx.tenant('auth-revoked');
-  await revokeApiKey(ctx.sql, other.keyId, other.projectId);
+  await revokeApiKey(ctx.sql, other.projectId, other.keyId);
   const cases: Array<Record<string, string>> = [
     {},
     { authorization: '' },
@@ -40,8 +40,8 @@ test('missing, malformed, wrong-scheme, unknown and revoked keys get the identic
 test('revocation is immediate and permanent, and listed with revoked_at', async () => {
   const t = await ctx.tenant('auth-revoke-later');
   assert.equal((await ctx.call(t.key, '/v1/emails')).status, 200);
-  const first = await revokeApiKey(ctx.sql, t.keyId);
-  const again = await revokeApiKey(ctx.sql, t.keyId);
+  const first = await revokeApiKey(ctx.sql, undefined, t.keyId);
+  const again = await revokeApiKey(ctx.sql, undefined, t.keyId);
   assert.equal(again.revokedAt!.getTime(), first.revokedAt!.getTime(), 'revoking twice keeps the first time');
   assert.equal((await ctx.call(t.key, '/v1/emails')).status, 401);
   const second = await ctx.sql`select id from api_keys where project_id = ${t.projectId}`;

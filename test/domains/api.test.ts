@@ -12,7 +12,7 @@ test('GET /v1/domains lists the project\'s domains with their DNS records and st
   const a = await addDomain(sql, config, t.projectId, 'a.example.com', { mailFrom: 'mail' });
   await addDomain(sql, config, t.projectId, 'b.example.com', { region: 'eu-west-1' });
   ses.setStatus('a.example.com', { verification: 'SUCCESS', dkim: 'SUCCESS', mailFrom: 'TEMPORARY_FAILURE' });
-  const checked = await checkDomain(sql, config, a.id, t.projectId);
+  const checked = await checkDomain(sql, config, t.projectId, a.id);
 
   const res = await ctx.call(t.key, '/v1/domains');
   assert.equal(res.status, 200);

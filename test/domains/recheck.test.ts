@@ -32,7 +32,7 @@ async function seed(projectId: string, d: { created: number; checked?: number; v
 }
 
 async function checkJobs() {
-  return sql<{ key: string; payload: { domainId: string; projectId: string } }[]>`
+  return sql<{ key: string; payload: { domain_id: string; project_id: string } }[]>`
     select j.key, j.payload from graphile_worker._private_jobs j
     join graphile_worker._private_tasks t on t.id = j.task_id
     where t.identifier = 'domain__check' order by j.key`;
@@ -76,7 +76,7 @@ test('recheck enqueues one keyed check per due domain; check updates it; both ar
   await domainRecheckTask(deps)({}, helpers);
   assert.equal(await enqueueDueChecks(sql), 1);
   const jobs = await checkJobs();
-  assert.deepEqual([...jobs], [{ key: `domain_check:${d.id}`, payload: { domainId: d.id, projectId } }], `not ${settled}`);
+  assert.deepEqual([...jobs], [{ key: `domain_check:${d.id}`, payload: { domain_id: d.id, project_id: projectId } }], `not ${settled}`);
 
   ses.setStatus('tick.example.com', { verification: 'SUCCESS', dkim: 'SUCCESS' });
   const check = domainCheckTask(deps);
@@ -100,7 +100,7 @@ test('tasks refuse malformed payloads and log provider errors without throwing',
   const { projectId } = await project();
   const d = await addDomain(sql, config, projectId, 'down.example.com');
   ses.failNext('GetEmailIdentity', { status: 503, type: 'ServiceUnavailable', message: 'try later' });
-  await check({ domainId: d.id, projectId }, helpers);
+  await check({ domain_id: d.id, project_id: projectId }, helpers);
   const [row] = await sql`select last_checked_at from domains where id = ${d.id}`;
   assert.equal(row!.lastCheckedAt, null);
   assert.ok((await dueDomains(sql)).some((r) => r.id === d.id), 'still due: the next tick retries');

@@ -41,7 +41,7 @@ test('check reads the new statuses and appends status_history', async () => {
   const d = await addDomain(sql, config, projectId, 'flip.example.com');
   ses.setStatus('flip.example.com', { verification: 'SUCCESS', dkim: 'SUCCESS' });
   const started = Date.now();
-  const checked = await checkDomain(sql, config, d.id);
+  const checked = await checkDomain(sql, config, undefined, d.id);
   assert.equal(checked.verificationStatus, 'success');
   assert.equal(checked.dkimStatus, 'success');
   assert.ok(checked.lastCheckedAt && checked.lastCheckedAt.getTime() >= started - 1000);
@@ -54,7 +54,7 @@ test('check reads the new statuses and appends status_history', async () => {
   assert.ok(!Number.isNaN(Date.parse(h!.statusHistory[0]!.at)));
 
   // Unchanged statuses leave history alone but still move last_checked_at.
-  const again = await checkDomain(sql, config, d.id);
+  const again = await checkDomain(sql, config, undefined, d.id);
   assert.equal((await history(d.id))!.statusHistory.length, 2);
   assert.ok(again.lastCheckedAt!.getTime() >= checked.lastCheckedAt!.getTime());
   assert.equal((await history(d.id))!.statusChangedAt!.getTime(), h!.statusChangedAt!.getTime());
@@ -64,11 +64,11 @@ test('TEMPORARY_FAILURE and FAILED map to temporary_failure and failed', async (
   const { projectId } = await project();
   const d = await addDomain(sql, config, projectId, 'flaky.example.com');
   ses.setStatus('flaky.example.com', { verification: 'TEMPORARY_FAILURE', dkim: 'TEMPORARY_FAILURE' });
-  let r = toDomainResponse(await checkDomain(sql, config, d.id));
+  let r = toDomainResponse(await checkDomain(sql, config, undefined, d.id));
   assert.equal(r.verification_status, 'temporary_failure');
   assert.equal(r.dkim_status, 'temporary_failure');
   ses.setStatus('flaky.example.com', { verification: 'FAILED', dkim: 'FAILED' });
-  r = toDomainResponse(await checkDomain(sql, config, d.id));
+  r = toDomainResponse(await checkDomain(sql, config, undefined, d.id));
   assert.equal(r.verification_status, 'failed');
   assert.equal(r.dkim_status, 'failed');
   assert.deepEqual((await history(d.id))!.statusHistory.map((e) => `${e.field}:${e.from}->${e.to}`), [
@@ -104,7 +104,7 @@ test('--region creates the identity in that region with the same keys', async ()
   assert.ok(ses.identity('eu.example.com', 'eu-west-1'));
   assert.equal(ses.identity('eu.example.com', 'us-east-1'), undefined);
   ses.setStatus('eu.example.com', { verification: 'SUCCESS' }, 'eu-west-1');
-  assert.equal((await checkDomain(sql, config, d.id)).verificationStatus, 'success');
+  assert.equal((await checkDomain(sql, config, undefined, d.id)).verificationStatus, 'success');
   assert.ok(ses.requests.slice(before).every((r) => r.region === 'eu-west-1'));
   await assert.rejects(addDomain(sql, config, projectId, 'bad-region.example.com', { region: 'mars' }), /not an AWS region/);
 });
@@ -123,7 +123,7 @@ test('custom MAIL FROM: set in SES, stored, and published as MX and SPF records'
     { record_type: 'TXT', name: 'bounce.mf.example.com', value: '"v=spf1 include:amazonses.com ~all"' },
   ]);
   ses.setStatus('mf.example.com', { mailFrom: 'SUCCESS' });
-  assert.equal((await checkDomain(sql, config, d.id)).mailFromStatus, 'success');
+  assert.equal((await checkDomain(sql, config, undefined, d.id)).mailFromStatus, 'success');
   await assert.rejects(addDomain(sql, config, projectId, 'mf2.example.com', { mailFrom: 'mf2.example.com' }), /subdomain/);
 });
 
@@ -168,10 +168,10 @@ test('check: another project cannot reach the domain; provider errors leave it u
   const a = await project();
   const b = await project();
   const d = await addDomain(sql, config, a.projectId, 'mine.example.com');
-  await assert.rejects(checkDomain(sql, config, d.id, b.projectId), /not found/);
-  await assert.rejects(checkDomain(sql, config, 'dom_nope'), /not found/);
+  await assert.rejects(checkDomain(sql, config, b.projectId, d.id), /not found/);
+  await assert.rejects(checkDomain(sql, config, undefined, 'dom_nope'), /not found/);
   ses.failNext('GetEmailIdentity', { status: 429, type: 'TooManyRequestsException', message: 'Rate exceeded' });
-  await assert.rejects(checkDomain(sql, config, d.id, a.projectId), /TooManyRequestsException/);
+  await assert.rejects(checkDomain(sql, config, a.projectId, d.id), /TooManyRequestsException/);
   const [row] = await sql`select last_checked_at from domains where id = ${d.id}`;
   assert.equal(row!.lastCheckedAt, null);
 });
@@ -180,7 +180,7 @@ test('an identity deleted in SES reads as not_started', async () => {
   const { projectId } = await project();
   const d = await addDomain(sql, config, projectId, 'gone.example.com');
   ses.remove('gone.example.com');
-  const checked = await checkDomain(sql, config, d.id);
+  const checked = await checkDomain(sql, config, undefined, d.id);
   assert.equal(checked.verificationStatus, 'not_started');
   assert.equal(checked.dkimStatus, null);
   assert.equal(checked.dkimTokens.length, 3, 'the records stay visible');

@@ -122,7 +122,7 @@ test('a wrong, malformed or revoked key is refused with 535', async () => {
   assert.equal((await s.send(`AUTH PLAIN ${Buffer.from('\0u\0').toString('base64')}`)).code, 535);
   s.close();
   await send(key, 'PLAIN');
-  await revokeApiKey(ctx.sql, keyId, projectId);
+  await revokeApiKey(ctx.sql, projectId, keyId);
   await assert.rejects(send(key, 'PLAIN'), is535);
   await assert.rejects(send(key, 'LOGIN'), is535);
   assert.equal(await count(projectId), 1);
