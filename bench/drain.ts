@@ -4,7 +4,7 @@ import { createSql, type Sql } from '../src/platform/db.ts';
 import { newId } from '../src/platform/ids.ts';
 import { createProject } from '../src/projects/service.ts';
 import { insertQueuedEmails } from '../src/emails/queries.ts';
-import { QUICK, ratio, round, waitUntil, withWorker, type BenchContext, type BenchResult } from './support.ts';
+import { cpuDuring, QUICK, ratio, round, waitUntil, withWorkers, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * Emails from `queued` to `sent` through the built-in sink (a project with no provider
@@ -74,27 +74,38 @@ async function noopCeiling(databaseUrl: string, sql: Sql): Promise<number> {
   }
 }
 
+/** `workers` worker processes, each at CONCURRENCY, drain a fresh project's backlog: the rate and who spent the CPU. */
+async function drainWith(ctx: BenchContext, sql: Sql, workers: number) {
+  const project = await createProject(sql, `bench drain ×${workers}`);
+  const env = () => ({ ...ctx.env, SINK_SMTP_PORT: '0', METRICS_PORT: '0', WORKER_CONCURRENCY: String(CONCURRENCY) });
+  const { result: seconds, cpu } = await withWorkers(workers, env, async (pids) => {
+    await timeDrain(sql, project.id, WARMUP, WARMUP);
+    const names = Object.fromEntries(pids.map((pid, i) => [workers === 1 ? 'worker' : `worker${i + 1}`, pid]));
+    return cpuDuring(names, () => timeDrain(sql, project.id, EMAILS, WARMUP + EMAILS));
+  });
+  const [{ caught }] = await sql<[{ caught: number }]>`select count(*)::int as caught from sink_messages where project_id = ${project.id}`;
+  if (caught !== WARMUP + EMAILS) throw new Error(`the sink caught ${caught} messages, expected ${WARMUP + EMAILS}`);
+  return { rate: round(EMAILS / seconds), cpu };
+}
+
 export async function drain(ctx: BenchContext): Promise<BenchResult> {
   const sql = createSql(ctx.databaseUrl, { max: 2 });
   try {
-    const project = await createProject(sql, 'bench drain');
-    const seconds = await withWorker({ ...ctx.env, SINK_SMTP_PORT: '0', WORKER_CONCURRENCY: String(CONCURRENCY) }, async () => {
-      await timeDrain(sql, project.id, WARMUP, WARMUP);
-      return timeDrain(sql, project.id, EMAILS, WARMUP + EMAILS);
-    });
-    const [{ caught }] = await sql<[{ caught: number }]>`select count(*)::int as caught from sink_messages where project_id = ${project.id}`;
-    if (caught !== WARMUP + EMAILS) throw new Error(`the sink caught ${caught} messages, expected ${WARMUP + EMAILS}`);
+    const one = await drainWith(ctx, sql, 1);
+    const two = await drainWith(ctx, sql, 2);
 
     const ceiling = await noopCeiling(ctx.databaseUrl, sql);
-    const rate = EMAILS / seconds;
     return {
       bench: 'drain',
-      rate_per_s: round(rate),
+      rate_per_s: one.rate,
       ceiling: 'graphile-worker no-op jobs',
       ceiling_per_s: round(ceiling),
-      ratio: ratio(rate, ceiling),
+      ratio: ratio(one.rate, ceiling),
       emails: EMAILS,
       concurrency: CONCURRENCY,
+      cpu_s: one.cpu,
+      two_workers_rate_per_s: two.rate,
+      two_workers_cpu_s: two.cpu,
     };
   } finally {
     await sql.end();

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import postgres from 'postgres';
@@ -94,18 +94,70 @@ export function spawnMailroom(entry: string, env: Record<string, string>): Servi
   return spawnService(process.execPath, ['--import', 'tsx', path.join(ROOT, entry)], env);
 }
 
-/** Peak resident set size (VmHWM) of a running process, in MiB. */
-/** A worker process for the length of `measure`: started, waited for, and always stopped. */
-export async function withWorker<T>(env: Record<string, string>, measure: () => Promise<T>): Promise<T> {
-  const worker = spawnMailroom('src/worker.ts', env);
+/**
+ * Worker processes for the length of `measure`: started, waited for, and always stopped.
+ * `measure` gets their pids, to read their CPU time.
+ */
+export async function withWorkers<T>(count: number, env: (i: number) => Record<string, string>, measure: (pids: number[]) => Promise<T>): Promise<T> {
+  const workers = Array.from({ length: count }, (_, i) => spawnMailroom('src/worker.ts', env(i)));
   try {
-    await worker.logLine('worker running');
-    return await measure();
+    await Promise.all(workers.map((w) => w.logLine('worker running')));
+    return await measure(workers.map((w) => w.pid));
   } finally {
-    await worker.stop();
+    await Promise.all(workers.map((w) => w.stop()));
   }
 }
 
+/** A worker process for the length of `measure`: started, waited for, and always stopped. */
+export function withWorker<T>(env: Record<string, string>, measure: (pid: number) => Promise<T>): Promise<T> {
+  return withWorkers(1, () => env, ([pid]) => measure(pid!));
+}
+
+const CLOCK_TICKS = 100; // USER_HZ on Linux
+
+/** User plus system CPU seconds a process has used so far, from /proc. */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+/** CPU seconds of every PostgreSQL server process now running (the benchmarks have the server to themselves). */
+export function postgresCpuSeconds(): number {
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') total += cpuSeconds(Number(entry));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return total;
+}
+
+/**
+ * CPU seconds spent during `measure` by the given processes, PostgreSQL and this benchmark
+ * process, beside the wall time: whichever is near the wall time (or, for PostgreSQL, near the
+ * machine's spare cores) is the limit.
+ */
+export async function cpuDuring<T>(pids: Record<string, number>, measure: () => Promise<T>) {
+  const read = (): Record<string, number> => ({
+    ...Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSeconds(pid)])),
+    postgres: postgresCpuSeconds(),
+    bench: process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6,
+  });
+  const before = read();
+  const started = performance.now();
+  const result = await measure();
+  const wall = (performance.now() - started) / 1000;
+  const after = read();
+  const cpu: Record<string, number> = { wall: round(wall, 2) };
+  for (const name of Object.keys(after)) cpu[name] = round(after[name]! - before[name]!, 2);
+  return { result, cpu };
+}
+
+/** Peak resident set size (VmHWM) of a running process, in MiB. */
 export function peakRssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = Number(/^VmHWM:\s+(\d+)\s+kB/m.exec(status)?.[1] ?? NaN);

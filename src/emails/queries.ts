@@ -1,6 +1,7 @@
 import type { Sql, TxSql } from '../platform/db.ts';
 import type { EmailRow, EmailStatus, EmailWithBodies } from './schemas.ts';
 import type { EmailContent } from './compose.ts';
+import { recordEventsStatement, type EmailEvent } from '../events/record.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
@@ -109,10 +110,15 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   messageIdHeader: string | null;
   leaseOwner: string;
   tags: { name: string; value: string }[];
+  /** Whether the project has a provider connection; without one the email goes to the sink. */
+  hasProvider: boolean;
+  /** Whether the project suppresses any address at all; if not, no recipient needs checking. */
+  hasSuppressions: boolean;
 };
 
 /**
- * Moves an email to `sending` and takes its lease in the same statement: a `queued` email, or one
+ * Moves an email to `sending` and takes its lease in the same statement, which also returns what
+ * the send needs to know of its project: a `queued` email, or one
  * left in `sending` by an attempt whose lease ran out or whose worker pool stopped heartbeating.
  * Anything else (sent, failed, or a live lease held elsewhere) returns nothing, which is what
  * keeps a job that runs twice from sending twice.
@@ -136,7 +142,9 @@ export async function claimEmail(
           where h.pool_id = split_part(emails.lease_owner, '/', 1)
             and h.last_seen_at > now() - make_interval(secs => ${lease.deadAfterSeconds})))))
     returning id, project_id, attempt_count, from_address, to_addresses, cc_addresses, bcc_addresses,
-      reply_to_addresses, subject, html, text, headers, attachments, message_id_header, lease_owner, tags`;
+      reply_to_addresses, subject, html, text, headers, attachments, message_id_header, lease_owner, tags,
+      exists (select 1 from provider_connections pc where pc.project_id = emails.project_id) as has_provider,
+      exists (select 1 from suppressions s where s.project_id = emails.project_id) as has_suppressions`;
   return row;
 }
 
@@ -156,24 +164,29 @@ export async function enqueueSendAgain(sql: Sql, projectId: string, emailId: str
 const HELD = (sql: Sql | TxSql, email: ClaimedEmail) =>
   sql`id = ${email.id} and project_id = ${email.projectId} and status = 'sending' and lease_owner = ${email.leaseOwner}`;
 
-/** `sent` (plus `delivered` for the sink, which is the receiving server). False if the lease was lost. */
-export async function markSent(tx: TxSql, email: ClaimedEmail, providerMessageId: string, delivered: boolean) {
-  const [row] = await tx`
+/**
+ * `sent` (plus `delivered` for the sink, which is the receiving server) with its events, their
+ * webhook deliveries and jobs: one statement, one round trip. False if the lease was lost, and
+ * then nothing is recorded.
+ */
+export async function markSent(sql: Sql, email: ClaimedEmail, providerMessageId: string, delivered: boolean, events: EmailEvent[]) {
+  const [row] = await recordEventsStatement(sql, sql`
     update emails set status = 'sent', sent_at = now(), provider_message_id = ${providerMessageId},
-      delivered_at = ${delivered ? tx`now()` : tx`delivered_at`}, last_error = null, updated_at = now(),
+      delivered_at = ${delivered ? sql`now()` : sql`delivered_at`}, last_error = null, updated_at = now(),
       lease_owner = null, lease_expires_at = null
-    where ${HELD(tx, email)}
-    returning id`;
-  return row !== undefined;
+    where ${HELD(sql, email)}
+    returning id, project_id, tags`, events);
+  return row!.matched > 0;
 }
 
-export async function markFailed(tx: TxSql, email: ClaimedEmail, lastError: string) {
-  const [row] = await tx`
+/** `failed` with its `email.failed` event, deliveries and jobs, in one statement. False if the lease was lost. */
+export async function markFailed(sql: Sql, email: ClaimedEmail, lastError: string, events: EmailEvent[]) {
+  const [row] = await recordEventsStatement(sql, sql`
     update emails set status = 'failed', last_error = ${lastError}, updated_at = now(),
       lease_owner = null, lease_expires_at = null
-    where ${HELD(tx, email)}
-    returning id`;
-  return row !== undefined;
+    where ${HELD(sql, email)}
+    returning id, project_id, tags`, events);
+  return row!.matched > 0;
 }
 
 /**

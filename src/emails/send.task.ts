@@ -4,7 +4,7 @@ import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { WorkerDeps } from '../interfaces.ts';
 import type { Sql } from '../platform/db.ts';
-import { recordEvent } from '../events/record.ts';
+import type { EmailEvent } from '../events/record.ts';
 import { composeMime } from './compose.ts';
 import * as q from './queries.ts';
 import type { ClaimedEmail } from './queries.ts';
@@ -65,19 +65,13 @@ function compose(deps: WorkerDeps, email: ClaimedEmail) {
 }
 
 async function settleSent(sql: Sql, email: ClaimedEmail, messageId: string, viaSink: boolean, visible: string[]) {
-  await sql.begin(async (tx) => {
-    if (!(await q.markSent(tx, email, messageId, viaSink))) return;
-    const base = { projectId: email.projectId, emailId: email.id };
-    await recordEvent(tx, { ...base, type: 'email.sent', data: { to: visible, provider_message_id: messageId } });
-    if (viaSink) await recordEvent(tx, { ...base, type: 'email.delivered', data: { to: visible, smtp_response: SINK_SMTP_RESPONSE } });
-  });
+  const events: EmailEvent[] = [{ type: 'email.sent', data: { to: visible, provider_message_id: messageId } }];
+  if (viaSink) events.push({ type: 'email.delivered', data: { to: visible, smtp_response: SINK_SMTP_RESPONSE } });
+  await q.markSent(sql, email, messageId, viaSink, events);
 }
 
 async function settleFailed(sql: Sql, email: ClaimedEmail, lastError: LastError, message: string) {
-  await sql.begin(async (tx) => {
-    if (!(await q.markFailed(tx, email, lastError))) return;
-    await recordEvent(tx, { projectId: email.projectId, emailId: email.id, type: 'email.failed', data: { reason: lastError, message } });
-  });
+  await q.markFailed(sql, email, lastError, [{ type: 'email.failed', data: { reason: lastError, message } }]);
 }
 
 /**
@@ -114,7 +108,9 @@ export function emailSendTask(deps: WorkerDeps): Task {
     }
     const log = deps.log.child({ emailId, projectId, attempt: email.attemptCount });
 
-    const suppressed = await suppressedAmong(sql, projectId, [...email.toAddresses, ...email.ccAddresses, ...email.bccAddresses]);
+    const suppressed = email.hasSuppressions
+      ? await suppressedAmong(sql, projectId, [...email.toAddresses, ...email.ccAddresses, ...email.bccAddresses])
+      : new Set<string>();
     const keep = (list: string[]) => list.filter((a) => !suppressed.has(normaliseAddress(a)));
     const envelope = { to: keep(email.toAddresses), cc: keep(email.ccAddresses), bcc: keep(email.bccAddresses) };
     if (envelope.to.length + envelope.cc.length + envelope.bcc.length === 0) {
@@ -126,7 +122,7 @@ export function emailSendTask(deps: WorkerDeps): Task {
     let sent: { messageId: string; viaSink: boolean };
     let transport: Transport | undefined;
     try {
-      transport = await transportFor(deps, projectId, emailId);
+      transport = await transportFor(deps, projectId, emailId, email.hasProvider);
       // Composed before waiting for the slot, so the request leaves as close to it as possible.
       const raw = await compose(deps, email);
       if (!(await awaitTurn(sql, email, transport))) return;

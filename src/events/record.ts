@@ -1,6 +1,7 @@
-import type { TxSql } from '../platform/db.ts';
-import { newId } from '../platform/ids.ts';
-import { deliverJob } from '../webhooks/queries.ts';
+import type { PendingQuery, Row } from 'postgres';
+import type { Sql, TxSql } from '../platform/db.ts';
+import { ID_PREFIX, newId } from '../platform/ids.ts';
+import { DELIVER_MAX_ATTEMPTS } from '../webhooks/queries.ts';
 
 export const EVENT_TYPES = [
   'email.sent',
@@ -21,30 +22,56 @@ export type NewEvent = {
   dedupeKey?: string;
 };
 
-/**
- * Writes the event, with the email's tags added to its `data`, and, in the same transaction, one pending delivery per active endpoint of
- * the project with its `webhook__deliver` job. Returns the event id, or undefined for a duplicate.
- */
-export async function recordEvent(tx: TxSql, event: NewEvent): Promise<string | undefined> {
-  const [row] = await tx<[{ id: string }?]>`
-    insert into events (id, project_id, email_id, type, data, dedupe_key)
-    select ${newId('event')}, ${event.projectId}, ${event.emailId}, ${event.type},
-           ${tx.json(event.data as never)}::jsonb || jsonb_build_object('tags', coalesce(e.tags, '[]'::jsonb)),
-           ${event.dedupeKey ?? null}
-    from (select 1) one
-    left join emails e on e.id = ${event.emailId} and e.project_id = ${event.projectId}
-    on conflict (project_id, dedupe_key) where dedupe_key is not null do nothing
-    returning id`;
-  if (!row) return undefined;
+/** An event to record for an email that the statement's source yields. */
+export type EmailEvent = { type: EventType; data: Record<string, unknown>; dedupeKey?: string };
 
-  const endpoints = await tx<{ id: string }[]>`
-    select id from webhook_endpoints where project_id = ${event.projectId} and status = 'active'`;
-  for (const endpoint of endpoints) {
-    const deliveryId = newId('delivery');
-    await tx`
+/**
+ * One statement that records events for the emails `source` yields (as `id, project_id, tags`),
+ * each event's `data` with the email's tags, one pending delivery per active endpoint of the
+ * project, and their `webhook__deliver` jobs. `source` may itself change the email (an UPDATE …
+ * RETURNING), so the change and everything it causes commit together in one round trip. A
+ * repeated dedupe key records nothing. `add_jobs` is called only when there are deliveries: it
+ * notifies the workers even for an empty list.
+ *
+ * Yields `matched` (rows of `source`) and `event_ids` (the events recorded, in order).
+ */
+export function recordEventsStatement(sql: Sql | TxSql, source: PendingQuery<Row[]>, events: EmailEvent[]) {
+  const rows = events.map((e) => ({ id: newId('event'), type: e.type, data: e.data, dedupe_key: e.dedupeKey ?? null }));
+  return sql<[{ matched: number; eventIds: string[] }]>`
+    with source as (${source}),
+    new_events as (
+      insert into events (id, project_id, email_id, type, data, dedupe_key)
+      select e.id, s.project_id, s.id, e.type, e.data || jsonb_build_object('tags', coalesce(s.tags, '[]'::jsonb)), e.dedupe_key
+      from source s cross join jsonb_to_recordset(${sql.json(rows as never)}) as e(id text, type text, data jsonb, dedupe_key text)
+      order by e.id
+      on conflict (project_id, dedupe_key) where dedupe_key is not null do nothing
+      returning id, project_id),
+    new_deliveries as (
       insert into webhook_deliveries (id, project_id, endpoint_id, event_id, next_attempt_at)
-      values (${deliveryId}, ${event.projectId}, ${endpoint.id}, ${row.id}, now())`;
-    await tx`select ${deliverJob(tx, deliveryId, event.projectId)}`;
-  }
-  return row.id;
+      select mailroom_new_id(${ID_PREFIX.delivery}), ev.project_id, w.id, ev.id, now()
+      from new_events ev
+      join webhook_endpoints w on w.project_id = ev.project_id and w.status = 'active'
+      returning id, project_id)
+    select (select count(*)::int from source) as matched,
+      array(select id from new_events order by id) as event_ids,
+      case when exists (select 1 from new_deliveries) then (
+        select count(*) from graphile_worker.add_jobs(array(
+          select row('webhook__deliver', json_build_object('delivery_id', d.id, 'project_id', d.project_id), null, now(),
+                     ${DELIVER_MAX_ATTEMPTS}, d.id, null, null)::graphile_worker.job_spec
+          from new_deliveries d)))
+      end as jobs`;
+}
+
+/** The email as a statement source, unchanged. */
+function emailSource(sql: Sql | TxSql, projectId: string, emailId: string) {
+  return sql`select id, project_id, tags from emails where id = ${emailId} and project_id = ${projectId}`;
+}
+
+/**
+ * Writes one event with its deliveries and jobs (see recordEventsStatement). Returns the event id,
+ * or undefined for a duplicate.
+ */
+export async function recordEvent(tx: Sql | TxSql, event: NewEvent): Promise<string | undefined> {
+  const [row] = await recordEventsStatement(tx, emailSource(tx, event.projectId, event.emailId), [event]);
+  return row?.eventIds[0];
 }

@@ -47,6 +47,17 @@ export async function startWorker(opts: {
     noHandleSignals: true,
     pollInterval: 1000,
     events,
+    preset: {
+      worker: {
+        // The pool fetches and locks a batch of due jobs in one query and hands them to its
+        // workers, and completions made in the same tick are settled in one query: two round
+        // trips fewer per job under load. A pool that dies with jobs in its local queue or
+        // unsettled is handled like any dead pool: the sweep below releases its locks.
+        localQueue: { size: Math.max(2, opts.concurrency) },
+        completeJobBatchDelay: 0,
+        failJobBatchDelay: 0,
+      },
+    },
     logger: new WorkerLogger((scope) => (level, message, meta) => {
       // A line per completed job is debug noise at production volume; failures stay visible.
       const routine = level === 'info' && message.startsWith('Completed task');

@@ -17,12 +17,15 @@ export type Transport = {
   send(raw: Buffer, envelope: Envelope): Promise<{ messageId: string }>;
 };
 
-/** The one place the transport is chosen. */
-export async function transportFor(deps: WorkerDeps, projectId: string, emailId: string): Promise<Transport> {
+/**
+ * The one place the transport is chosen. `hasProvider` comes from the claim, so a project that
+ * sends to the sink costs no query here.
+ */
+export async function transportFor(deps: WorkerDeps, projectId: string, emailId: string, hasProvider: boolean): Promise<Transport> {
   const { config, sql } = deps;
   let conn: ProviderConnection | undefined;
   try {
-    conn = await getProviderConnection(sql, config, projectId);
+    conn = hasProvider ? await getProviderConnection(sql, config, projectId) : undefined;
   } catch (err) {
     // AES-GCM refuses credentials sealed under another SECRET_KEY; only reconnecting fixes that.
     if ((err as Error).message.includes('unable to authenticate')) {

@@ -96,8 +96,11 @@ export async function getSealedSecret(sql: Sql, projectId: string, endpointId: s
 export function deliverJob(sql: Sql | TxSql, deliveryId: string, projectId: string, runAt: Date | null = null) {
   return sql`graphile_worker.add_job('webhook__deliver',
     json_build_object('delivery_id', ${deliveryId}::text, 'project_id', ${projectId}::text),
-    run_at := coalesce(${runAt}::timestamptz, now()), job_key := ${deliveryId}::text, max_attempts := 3)`;
+    run_at := coalesce(${runAt}::timestamptz, now()), job_key := ${deliveryId}::text, max_attempts := ${DELIVER_MAX_ATTEMPTS})`;
 }
+
+/** A deliver job's own attempts only cover crashes; the delivery's retries are the task's. */
+export const DELIVER_MAX_ATTEMPTS = 3;
 
 /**
  * A new pending delivery of the same event to the same endpoint, with its job, in one
