@@ -5,7 +5,7 @@ import { newId } from '../src/platform/ids.ts';
 import { createProject } from '../src/projects/service.ts';
 import { recordEvent } from '../src/events/record.ts';
 import { createEndpoint } from '../src/webhooks/service.ts';
-import { QUICK, ratio, round, spawnMailroom, waitUntil, withWorker, type BenchContext, type BenchResult } from './support.ts';
+import { cpuDuring, QUICK, ratio, round, spawnMailroom, waitUntil, withWorker, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * Webhook deliveries per second from one worker process (default concurrency) to a local HTTP
@@ -81,9 +81,9 @@ export async function fanout(ctx: BenchContext): Promise<BenchResult> {
     const project = await createProject(sql, 'bench fanout');
     await createEndpoint(sql, config, project.id, `${url}/hook`);
 
-    const seconds = await withWorker(env, async () => {
+    const { result: seconds, cpu } = await withWorker(env, async (pid) => {
       await timeDeliveries(sql, project.id, WARMUP, WARMUP);
-      return timeDeliveries(sql, project.id, EVENTS, WARMUP + EVENTS);
+      return cpuDuring({ worker: pid, receiver: receiver.pid }, () => timeDeliveries(sql, project.id, EVENTS, WARMUP + EVENTS));
     });
 
     await bareLoop(url, WARMUP);
@@ -98,6 +98,7 @@ export async function fanout(ctx: BenchContext): Promise<BenchResult> {
       deliveries: EVENTS,
       ceiling_requests: CEILING_REQUESTS,
       concurrency: CONCURRENCY,
+      cpu_s: cpu,
     };
   } finally {
     await receiver.stop();

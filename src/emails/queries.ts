@@ -2,6 +2,7 @@ import type { Sql, TxSql } from '../platform/db.ts';
 import type { EmailRow, EmailStatus, EmailWithBodies } from './schemas.ts';
 import type { EmailContent } from './compose.ts';
 import { recordEventsStatement, type EmailEvent } from '../events/record.ts';
+import { commitShared } from '../platform/shared-commit.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
@@ -129,7 +130,8 @@ export async function claimEmail(
   emailId: string,
   lease: { owner: string; seconds: number; deadAfterSeconds: number },
 ) {
-  const [row] = await sql<[ClaimedEmail?]>`
+  // Committed with the claims and settles of other jobs running now: one WAL flush for many.
+  const [row] = await commitShared(sql, (tx) => tx<ClaimedEmail[]>`
     update emails set status = 'sending', attempt_count = attempt_count + 1, updated_at = now(),
       lease_owner = ${lease.owner}, lease_expires_at = now() + make_interval(secs => ${lease.seconds})
     where id = ${emailId} and project_id = ${projectId}
@@ -144,7 +146,7 @@ export async function claimEmail(
     returning id, project_id, attempt_count, from_address, to_addresses, cc_addresses, bcc_addresses,
       reply_to_addresses, subject, html, text, headers, attachments, message_id_header, lease_owner, tags,
       exists (select 1 from provider_connections pc where pc.project_id = emails.project_id) as has_provider,
-      exists (select 1 from suppressions s where s.project_id = emails.project_id) as has_suppressions`;
+      exists (select 1 from suppressions s where s.project_id = emails.project_id) as has_suppressions`);
   return row;
 }
 
@@ -170,22 +172,22 @@ const HELD = (sql: Sql | TxSql, email: ClaimedEmail) =>
  * then nothing is recorded.
  */
 export async function markSent(sql: Sql, email: ClaimedEmail, providerMessageId: string, delivered: boolean, events: EmailEvent[]) {
-  const [row] = await recordEventsStatement(sql, sql`
+  const [row] = await commitShared(sql, (tx) => recordEventsStatement(tx, tx`
     update emails set status = 'sent', sent_at = now(), provider_message_id = ${providerMessageId},
-      delivered_at = ${delivered ? sql`now()` : sql`delivered_at`}, last_error = null, updated_at = now(),
+      delivered_at = ${delivered ? tx`now()` : tx`delivered_at`}, last_error = null, updated_at = now(),
       lease_owner = null, lease_expires_at = null
-    where ${HELD(sql, email)}
-    returning id, project_id, tags`, events);
+    where ${HELD(tx, email)}
+    returning id, project_id, tags`, events));
   return row!.matched > 0;
 }
 
 /** `failed` with its `email.failed` event, deliveries and jobs, in one statement. False if the lease was lost. */
 export async function markFailed(sql: Sql, email: ClaimedEmail, lastError: string, events: EmailEvent[]) {
-  const [row] = await recordEventsStatement(sql, sql`
+  const [row] = await commitShared(sql, (tx) => recordEventsStatement(tx, tx`
     update emails set status = 'failed', last_error = ${lastError}, updated_at = now(),
       lease_owner = null, lease_expires_at = null
-    where ${HELD(sql, email)}
-    returning id, project_id, tags`, events);
+    where ${HELD(tx, email)}
+    returning id, project_id, tags`, events));
   return row!.matched > 0;
 }
 

@@ -37,7 +37,7 @@ export type EmailEvent = { type: EventType; data: Record<string, unknown>; dedup
  */
 export function recordEventsStatement(sql: Sql | TxSql, source: PendingQuery<Row[]>, events: EmailEvent[]) {
   const rows = events.map((e) => ({ id: newId('event'), type: e.type, data: e.data, dedupe_key: e.dedupeKey ?? null }));
-  return sql<[{ matched: number; eventIds: string[] }]>`
+  return sql<{ matched: number; eventIds: string[] }[]>`
     with source as (${source}),
     new_events as (
       insert into events (id, project_id, email_id, type, data, dedupe_key)

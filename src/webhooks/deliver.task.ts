@@ -1,7 +1,8 @@
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { Config } from '../platform/config.ts';
-import type { Sql } from '../platform/db.ts';
+import type { Sql, TxSql } from '../platform/db.ts';
+import { commitShared } from '../platform/shared-commit.ts';
 import type { Logger } from '../platform/log.ts';
 import { deliverJob } from './queries.ts';
 import { openSecret } from './secret.ts';
@@ -46,7 +47,7 @@ async function loadAttempt(sql: Sql, projectId: string, deliveryId: string) {
  * key: graphile-worker hands the key from the running job to this later one), clear the
  * endpoint's failure count, or add to it (the tenth in a row disables it).
  */
-function followUp(sql: Sql, a: Attempt, outcome: Outcome, attempted: boolean) {
+function followUp(sql: Sql | TxSql, a: Attempt, outcome: Outcome, attempted: boolean) {
   if (outcome.status === 'pending') {
     return sql`select ${deliverJob(sql, a.id, a.projectId, outcome.runAt)} from settled`;
   }
@@ -67,17 +68,23 @@ function followUp(sql: Sql, a: Attempt, outcome: Outcome, attempted: boolean) {
 }
 
 /**
- * Records an attempt's outcome with its follow-up in one statement, so one transaction. The
- * update is conditional on the attempt count read before the POST: a second run of the same job
- * that raced this one changes nothing.
+ * Records an attempt's outcome with its follow-up in one statement, committed together with the
+ * other deliveries settling at the same moment (one WAL flush for many). The update is
+ * conditional on the attempt count read before the POST: a second run of the same job that raced
+ * this one, or a rerun after a lost commit answer, changes nothing.
  */
 async function settle(sql: Sql, a: Attempt, outcome: Outcome, result: AttemptResult | null) {
+  await commitShared(sql, (tx) => settleStatement(tx, a, outcome, result));
+  recordWebhookOutcome(outcome.status === 'pending' ? 'retried' : outcome.status);
+}
+
+function settleStatement(sql: Sql | TxSql, a: Attempt, outcome: Outcome, result: AttemptResult | null) {
   // Settling without an attempt (endpoint switched off) keeps the last answer on record.
   const attempt = result
     ? sql`, attempt_count = attempt_count + 1, last_attempt_at = now(),
         response_status = ${result.responseStatus}, response_body = ${result.responseBody}`
     : sql``;
-  await sql`
+  return sql`
     with settled as (
       update webhook_deliveries set
         status = ${outcome.status},
@@ -87,7 +94,6 @@ async function settle(sql: Sql, a: Attempt, outcome: Outcome, result: AttemptRes
       where id = ${a.id} and project_id = ${a.projectId} and status = 'pending' and attempt_count = ${a.attemptCount}
       returning endpoint_id)
     ${followUp(sql, a, outcome, result !== null)}`;
-  recordWebhookOutcome(outcome.status === 'pending' ? 'retried' : outcome.status);
 }
 
 export function webhookBody(a: Attempt): string {
