@@ -1,10 +1,21 @@
-# One image for every role: the command picks api, worker, or the one-shot migrate.
+# One image for every role: the command picks api, worker, or the one-shot migrate. Each runs as
+# one Node process on the bundle in dist/ (no npm or tsx wrapper stays resident).
+FROM node:24-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY . .
+RUN npm run build
+
 FROM node:24-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
-COPY . .
+COPY --from=build /app/dist ./dist
+COPY migrations ./migrations
+COPY sql ./sql
+COPY .gmrc ./
 USER node
 EXPOSE 3000 1025
-CMD ["npm", "start"]
+CMD ["node", "--enable-source-maps", "dist/main.js"]

@@ -4,12 +4,16 @@ import { newId } from '../platform/ids.ts';
 import { requireProject } from '../projects/service.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { getProviderConnection } from '../providers/connections.ts';
-import { sesClientFor } from '../providers/ses-client.ts';
 import { normaliseDomainName, normaliseMailFrom, normaliseRegion } from './names.ts';
 import * as q from './queries.ts';
 import type { DomainRow } from './schemas.ts';
-import { createOrAdoptIdentity, getIdentity, putMailFrom } from './ses-identity.ts';
 import type { IdentityState } from './status.ts';
+
+/** The SES client and identity calls, loaded on first use: most API processes never make one. */
+async function ses() {
+  const [{ sesClientFor }, identity] = await Promise.all([import('../providers/ses-client.ts'), import('./ses-identity.ts')]);
+  return { sesClientFor, ...identity };
+}
 
 export type AddDomainOptions = { region?: string; mailFrom?: string };
 
@@ -32,6 +36,7 @@ export async function addDomain(sql: Sql, config: Config, projectId: string, nam
   if (await q.domainExists(sql, projectId, value)) throw new ServiceError('conflict', `domain ${value} is already in project ${projectId}`);
   const conn = await requireConnection(sql, config, projectId);
   const region = options.region ? normaliseRegion(options.region) : conn.region;
+  const { sesClientFor, createOrAdoptIdentity, putMailFrom } = await ses();
   const client = sesClientFor(config, conn, region);
 
   const { state, adopted } = await createOrAdoptIdentity(client, value);
@@ -66,6 +71,7 @@ export async function checkDomain(sql: Sql, config: Config, projectId: string | 
   const domain = owner ? await q.findDomain(sql, owner, domainId) : undefined;
   if (!owner || !domain) throw new ServiceError('not_found', `domain ${domainId} not found`);
   const conn = await requireConnection(sql, config, owner);
+  const { sesClientFor, getIdentity } = await ses();
   const found = await getIdentity(sesClientFor(config, conn, domain.region), domain.value);
   // SES no longer has the identity (deleted in the console): nothing is being verified.
   const state: IdentityState = found ?? {

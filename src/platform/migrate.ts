@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -5,7 +6,15 @@ import { migrate as runCommittedMigrations, Logger as MigrateLogger } from 'grap
 import { runMigrations as installWorkerSchema, Logger as WorkerLogger } from 'graphile-worker';
 import postgres from 'postgres';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/**
+ * The project root: the nearest folder above this module with a `migrations` folder. The same
+ * from the sources (src/platform/) and from the bundle (dist/).
+ */
+const ROOT = (() => {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(path.join(dir, 'migrations')) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+  return dir;
+})();
 /** Distinct from graphile-migrate's own try-lock, which would fail rather than wait. */
 const MIGRATION_LOCK = 7243_6276_6401n;
 

@@ -3,16 +3,13 @@ import type { Server } from 'node:http';
 import { ConfigError, loadConfig, type Config, type ConfigDefaults } from './config.ts';
 import { createSql, type Sql } from './db.ts';
 import { createLogger, type Logger } from './log.ts';
-import { migrateDatabase } from './migrate.ts';
 import { createRedis } from './redis.ts';
 import { onShutdown } from './shutdown.ts';
 import { startMetricsServer } from './metrics.ts';
 import { reencodeLegacySecrets } from '../webhooks/secret.ts';
-import { startWorker } from './worker.ts';
 import { createApp } from '../http/app.ts';
 import { closeSinkFeeds } from '../sink/live.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
-import { buildCrontab, buildTaskList, startWorkerServices } from '../tasks.ts';
 import type { WorkerDeps } from '../interfaces.ts';
 
 export type Role = 'api' | 'worker' | 'all';
@@ -37,6 +34,9 @@ export function configOrExit(defaults?: ConfigDefaults): Config {
  */
 export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolean } = {}) {
   const { config, sql, log } = deps;
+  // Loaded here, not at the top: an API process never needs graphile-worker, the SMTP sink,
+  // mailparser's charset tables or the AWS clients, and doesn't carry them.
+  const [{ buildCrontab, buildTaskList, startWorkerServices }, { startWorker }] = await Promise.all([import('../tasks.ts'), import('./worker.ts')]);
   // The sink listens before jobs start, so sink-bound sends picked up at boot find it.
   const services = await startWorkerServices(deps);
   const worker = await startWorker({
@@ -58,6 +58,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   const log = createLogger(config.logLevel, `mailroom-${role}`);
   if (config.migrateOnStart) {
     try {
+      const { migrateDatabase } = await import('./migrate.ts');
       const { applied } = await migrateDatabase(config.databaseUrl);
       log.info({ applied }, 'migrations applied');
     } catch (err) {

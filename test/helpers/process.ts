@@ -23,7 +23,16 @@ export type Spawned = {
  * project first on PATH, only the environment given plus PATH and HOME. Killed after the file.
  */
 export function spawnEntry(entry: string, env: Record<string, string>, args: string[] = []): Spawned {
-  const child = spawn(TSX, [path.join(ROOT, entry), ...args], {
+  return spawnCommand(TSX, [path.join(ROOT, entry), ...args], env);
+}
+
+/** Runs a built entry point (dist/api.js, …) as production does: Node 24 itself, nothing in between. */
+export function spawnBuilt(entry: string, env: Record<string, string>, nodeArgs: string[] = []): Spawned {
+  return spawnCommand(path.join(BIN, 'node'), [...nodeArgs, path.join(ROOT, entry)], env);
+}
+
+function spawnCommand(command: string, args: string[], env: Record<string, string>): Spawned {
+  const child = spawn(command, args, {
     cwd: ROOT,
     env: { PATH: `${BIN}:${process.env.PATH}`, HOME: process.env.HOME ?? '/root', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -3,7 +3,12 @@ import assert from 'node:assert/strict';
 import postgres from 'postgres';
 import { createServer } from 'node:net';
 import { createTestDatabase } from '../helpers/db.ts';
-import { COMMITTED_MIGRATIONS, spawnEntry } from '../helpers/process.ts';
+import { COMMITTED_MIGRATIONS, ROOT, spawnBuilt, spawnEntry } from '../helpers/process.ts';
+import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { createProject } from '../../src/projects/service.ts';
+import { createApiKey } from '../../src/keys/service.ts';
 import { TEST_SECRET_KEY } from '../helpers/app.ts';
 
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
@@ -81,4 +86,52 @@ test('a taken sink port stops the worker with one line naming SINK_SMTP_PORT, an
   } finally {
     await new Promise((r) => squatter.close(r));
   }
+});
+
+test('the built bundle: each role is one Node process on dist/, the API carries no worker modules, and mail flows', async () => {
+  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, PATH: `${path.join(ROOT, 'node_modules/.bin')}:${process.env.PATH}` } });
+  assert.equal(build.status, 0, build.stderr);
+  const { url, sql } = await createTestDatabase();
+  const project = await createProject(sql, 'built');
+  const key = await createApiKey(sql, project.id, 'built');
+  const api = spawnBuilt('dist/api.js', env(url), ['--max-semi-space-size=2', '--optimize-for-size']);
+  const worker = spawnBuilt('dist/worker.js', env(url));
+  const { url: base } = (await api.logLine('api listening')) as { url: string };
+  await worker.logLine('worker running');
+  for (const p of [api, worker]) {
+    const pid = p.child.pid!;
+    assert.match(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' '), /node .*dist\/(api|worker)\.js/);
+    const children = readdirSync(`/proc/${pid}/task`).flatMap((t) => readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean));
+    assert.deepEqual(children, [], 'no child processes');
+  }
+  // The API's bundle reaches the worker-only packages only through dynamic imports it never takes.
+  const apiChunks = new Set<string>();
+  const walk = (file: string) => {
+    if (apiChunks.has(file)) return;
+    apiChunks.add(file);
+    for (const m of readFileSync(path.join(ROOT, 'dist', file), 'utf8').matchAll(/^import (?:[^'"]*? from )?"\.\/([^"]+)";?$/gm)) walk(m[1]!);
+  };
+  walk('api.js');
+  const staticCode = [...apiChunks].map((f) => readFileSync(path.join(ROOT, 'dist', f), 'utf8')).join('\n');
+  for (const pkg of ['graphile-worker', 'graphile-migrate', 'smtp-server', 'mailparser', '@aws-sdk/client-sesv2', '@aws-sdk/client-sqs']) {
+    assert.doesNotMatch(staticCode, new RegExp(`^import [^;]*from "${pkg}"`, 'm'), `${pkg} is loaded lazily`);
+  }
+  const rssMb = Number(/^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${api.child.pid}/status`, 'utf8'))![1]) / 1024;
+  console.log(`# built API: RSS after boot ${rssMb.toFixed(1)} MiB`);
+
+  const sent = await fetch(`${base}/v1/emails`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ from: 'a@example.com', to: 'b@example.net', subject: 'Built', text: 'From the bundle' }),
+  });
+  assert.equal(sent.status, 201);
+  const { id } = (await sent.json()) as { id: string };
+  const deadline = Date.now() + 20_000;
+  while ((await sql`select 1 from emails where id = ${id} and status = 'sent'`).length === 0) {
+    assert.ok(Date.now() < deadline, 'the email was not sent by the built worker');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  api.child.kill('SIGTERM');
+  worker.child.kill('SIGTERM');
+  assert.deepEqual(await Promise.all([api.exited, worker.exited]), [0, 0]);
 });
