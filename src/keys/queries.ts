@@ -16,12 +16,15 @@ export type KeyPermission = (typeof KEY_PERMISSIONS)[number];
 
 export type KeyMatch = { id: string; projectId: string; keyHash: Buffer; lastUsedAt: Date | null; permission: KeyPermission };
 
-/** Authentication is the one lookup that finds the project rather than filtering by it. */
-export async function findActiveKeyByHash(sql: Sql, keyHash: Buffer) {
-  const [row] = await sql<[KeyMatch?]>`
+/**
+ * Authentication is the one lookup that finds the project rather than filtering by it. Many
+ * presented keys in one query; the active ones come back (match them by `keyHash`).
+ */
+export async function findActiveKeysByHash(sql: Sql, keyHashes: Buffer[]) {
+  return sql<KeyMatch[]>`
     select id, project_id, key_hash, last_used_at, permission from api_keys
-    where key_hash = ${keyHash} and revoked_at is null`;
-  return row;
+    where key_hash in (select decode(h, 'hex') from unnest(${keyHashes.map((k) => k.toString('hex'))}::text[]) h)
+      and revoked_at is null`;
 }
 
 export async function insertKey(sql: Sql, key: { id: string; projectId: string; name: string; keyPrefix: string; keyHash: Buffer; permission: KeyPermission }) {

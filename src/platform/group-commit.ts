@@ -24,6 +24,8 @@ export class GroupCommit<T, R> {
   private readonly maxInFlight: number;
   /** Sizes of the last batches written, for the benchmarks. */
   readonly recentSizes: number[] = [];
+  /** Batches written since the start, the fallbacks not counted. */
+  batchesWritten = 0;
 
   /**
    * @param write writes the items in one transaction and returns one result per item, in order.
@@ -60,6 +62,7 @@ export class GroupCommit<T, R> {
   private async flush(batch: Pending<T, R>[]) {
     this.inFlight++;
     try {
+      this.batchesWritten++;
       this.recentSizes.push(batch.length);
       if (this.recentSizes.length > 1000) this.recentSizes.splice(0, 500);
       let results: R[] | undefined;

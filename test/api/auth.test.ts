@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
 import { revokeApiKey } from '../../src/keys/service.ts';
+import { keyLookupQueries } from '../../src/keys/authenticate.ts';
 
 const ctx = await createTestContext();
 const A = await ctx.tenant('auth-a');
@@ -76,4 +77,33 @@ test('failed authentications are limited per client address', async () => {
   assert.ok(Number(last!.headers.get('retry-after')) >= 1);
   const t = await fresh.tenant('unaffected');
   assert.equal((await fresh.call(t.key, '/v1/emails')).status, 200, 'a valid key is not blocked by guessers');
+});
+
+test('requests arriving together share one key lookup, and a key revoked under load is refused by the very next request', async () => {
+  const t = await ctx.tenant('auth-coalesce');
+  const before = keyLookupQueries(ctx.sql);
+  const burst = await Promise.all(Array.from({ length: 20 }, () => ctx.call(t.key, '/v1/emails')));
+  assert.ok(burst.every((r) => r.status === 200));
+  const queries = keyLookupQueries(ctx.sql) - before;
+  assert.ok(queries >= 1 && queries < 20, `20 requests made ${queries} key lookups`);
+
+  // Keep requests in flight while revoking: each request that starts after the revoke answers 401.
+  let revoked = false;
+  const hammering = (async () => {
+    const statuses: Array<{ afterRevoke: boolean; status: number }> = [];
+    for (let i = 0; i < 200; i++) {
+      const afterRevoke = revoked;
+      const res = await ctx.call(t.key, '/v1/emails');
+      statuses.push({ afterRevoke, status: res.status });
+      if (afterRevoke && statuses.filter((s) => s.afterRevoke).length >= 5) break;
+    }
+    return statuses;
+  })();
+  await new Promise((r) => setTimeout(r, 20));
+  await revokeApiKey(ctx.sql, t.projectId, t.keyId);
+  revoked = true;
+  const statuses = await hammering;
+  const after = statuses.filter((s) => s.afterRevoke);
+  assert.ok(after.length >= 1);
+  assert.deepEqual(after.map((s) => s.status), after.map(() => 401), 'every request started after the revoke is refused');
 });
