@@ -8,7 +8,7 @@ import { Pool } from 'undici';
 import { createSql } from '../src/platform/db.ts';
 import { createProject } from '../src/projects/service.ts';
 import { createApiKey } from '../src/keys/service.ts';
-import { peakRssMb, percentile, QUICK, ratio, round, spawnMailroom, type BenchContext, type BenchResult } from './support.ts';
+import { cpuDuring, peakRssMb, percentile, rssMb, QUICK, ratio, round, spawnRole, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * POST /v1/emails at 32 connections with no worker running, against pgbench doing the very
@@ -68,13 +68,30 @@ select graphile_worker.add_job('email__send', json_build_object('email_id', cast
 END;
 `;
 
-async function pgbench(databaseUrl: string, projectId: string) {
+/**
+ * The API's own batched statement (insertQueuedEmails: the rows and their jobs through one
+ * add_jobs), :n emails a transaction: the ceiling of group commit at that batch size.
+ */
+const PGBENCH_BATCH_SCRIPT = `
+with inserted as (
+  insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
+                      reply_to_addresses, subject, html, text, headers, attachments)
+  select 'email_' || lpad(to_hex((extract(epoch from clock_timestamp()) * 1000000)::bigint), 16, '0') || substr(md5(random()::text), 1, 10),
+         :project, 'queued', :from, array[:to]::text[], '{}', '{}', '{}', :subject, :html, :text, '{}'::jsonb, '[]'::jsonb
+  from generate_series(1, :n)
+  returning id, project_id)
+select count(*) from graphile_worker.add_jobs(array(
+  select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null, now(), 25, id, null, null)::graphile_worker.job_spec
+  from inserted));
+`;
+
+async function pgbench(databaseUrl: string, projectId: string, opts: { script?: string; clients?: number; batch?: number } = {}) {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'mailroom-bench-'));
   try {
     const script = path.join(dir, 'accept.sql');
-    await writeFile(script, PGBENCH_SCRIPT);
-    const vars = { project: projectId, from: EMAIL.from, to: EMAIL.to[0]!, subject: EMAIL.subject, html: EMAIL.html, text: EMAIL.text };
-    const args = ['-n', '-M', 'prepared', '-c', String(CONCURRENCY), '-j', '2', '-T', String(PGBENCH_SECONDS), '-f', script,
+    await writeFile(script, opts.script ?? PGBENCH_SCRIPT);
+    const vars = { project: projectId, from: EMAIL.from, to: EMAIL.to[0]!, subject: EMAIL.subject, html: EMAIL.html, text: EMAIL.text, n: String(opts.batch ?? 1) };
+    const args = ['-n', '-M', 'prepared', '-c', String(opts.clients ?? CONCURRENCY), '-j', '2', '-T', String(PGBENCH_SECONDS), '-f', script,
       ...Object.entries(vars).flatMap(([k, v]) => ['-D', `${k}=${v}`]), databaseUrl];
     const { stdout } = await promisify(execFile)(pgbenchBinary(), args, { maxBuffer: 1 << 20 });
     const tps = Number(/^tps = ([\d.]+)/m.exec(stdout)?.[1]);
@@ -102,15 +119,18 @@ export async function accept(ctx: BenchContext): Promise<BenchResult> {
   try {
     const project = await createProject(sql, 'bench accept');
     const { key } = await createApiKey(sql, project.id, 'bench');
-    const api = spawnMailroom('src/api.ts', { ...ctx.env, PORT: '0', HOST: '127.0.0.1', API_RATE_LIMIT_PER_MINUTE: '1000000' });
+    const api = spawnRole('api', { ...ctx.env, PORT: '0', HOST: '127.0.0.1', API_RATE_LIMIT_PER_MINUTE: '1000000' });
     let run: Awaited<ReturnType<typeof post>>;
     let rss: number;
+    let bootRss: number;
+    let cpu: Record<string, number>;
     try {
       const { url } = await api.logLine('api listening');
+      bootRss = rssMb(api.pid);
       const pool = new Pool(String(url), { connections: CONCURRENCY, pipelining: 1 });
       try {
         await post(pool, key, WARMUP);
-        run = await post(pool, key, REQUESTS);
+        ({ result: run, cpu } = await cpuDuring({ api: api.pid }, () => post(pool, key, REQUESTS)));
         rss = peakRssMb(api.pid);
       } finally {
         await pool.close();
@@ -121,11 +141,21 @@ export async function accept(ctx: BenchContext): Promise<BenchResult> {
     const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from emails where project_id = ${project.id}`;
     if (n !== WARMUP + REQUESTS) throw new Error(`expected ${WARMUP + REQUESTS} emails, found ${n}`);
 
-    // The ceiling starts from the same empty tables.
-    await sql`truncate emails cascade`;
-    await sql`truncate graphile_worker._private_jobs`;
-    await sql`vacuum analyze emails`;
+    // Rows committed together share their inserting transaction id: that is the batch size.
+    const batches = await sql<{ size: number }[]>`select count(*)::int as size from emails where project_id = ${project.id} group by xmin::text order by 1`;
+    const medianBatch = batches[Math.floor(batches.length / 2)]?.size ?? 1;
+
+    // Each ceiling starts from the same empty tables.
+    const empty = async () => {
+      await sql`truncate emails cascade`;
+      await sql`truncate graphile_worker._private_jobs`;
+      await sql`vacuum analyze emails`;
+    };
+    await empty();
     const ceiling = await pgbench(ctx.databaseUrl, project.id);
+    await empty();
+    // As many clients as the API keeps batches in flight (GroupCommit's maxInFlight).
+    const batched = await pgbench(ctx.databaseUrl, project.id, { script: PGBENCH_BATCH_SCRIPT, clients: 2, batch: medianBatch });
 
     const rate = REQUESTS / run.seconds;
     return {
@@ -137,7 +167,13 @@ export async function accept(ctx: BenchContext): Promise<BenchResult> {
       p50_ms: round(percentile(run.latencies, 50), 2),
       p99_ms: round(percentile(run.latencies, 99), 2),
       ceiling_latency_avg_ms: round(ceiling.latency, 2),
+      median_batch: medianBatch,
+      batched_ceiling: `pgbench the API's batched statement, ${medianBatch} emails a transaction, 2 clients`,
+      batched_ceiling_per_s: round(batched.tps * medianBatch),
+      batched_ratio: ratio(rate, batched.tps * medianBatch),
+      api_rss_after_boot_mb: bootRss,
       api_peak_rss_mb: rss,
+      cpu_s: cpu,
       requests: REQUESTS,
       concurrency: CONCURRENCY,
     };

@@ -1,16 +1,18 @@
 import os from 'node:os';
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { accept } from './accept.ts';
+import { acceptSustained } from './accept-sustained.ts';
 import { drain } from './drain.ts';
 import { fanout } from './fanout.ts';
 import { sink } from './sink.ts';
-import { freePort, freshDatabase, killChildren, redisAnswers, round, SECRET_KEY, spawnService, waitUntil, type BenchContext, type BenchResult, type Service } from './support.ts';
+import { freePort, freshDatabase, killChildren, redisAnswers, ROOT, round, SECRET_KEY, spawnService, waitUntil, type BenchContext, type BenchResult, type Service } from './support.ts';
 
 /**
- * `npm run bench [-- accept drain fanout sink]`: each benchmark in its own fresh database,
+ * `npm run bench [-- accept accept-sustained drain fanout sink]`: each benchmark in its own fresh database,
  * one after another, one JSON line each on stdout. Progress goes to stderr.
  */
-const BENCHES: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { accept, drain, fanout, sink };
+const BENCHES: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { accept, 'accept-sustained': acceptSustained, drain, fanout, sink };
 
 const names = process.argv.slice(2).filter((a) => a !== '--');
 const unknown = names.filter((n) => !(n in BENCHES));
@@ -53,6 +55,8 @@ async function redis(): Promise<{ url: string; note: string }> {
 }
 
 let failed = false;
+// The roles run from the production bundle, so build it from the sources being measured.
+execFileSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
 try {
   const cache = await redis();
   process.stderr.write(`bench: ${selected.join(', ')} on ${os.cpus().length} CPUs, node ${process.version}, ${cache.note}\n`);

@@ -9,7 +9,7 @@ import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import { createSql } from '../src/platform/db.ts';
 import { createProject } from '../src/projects/service.ts';
 import { createApiKey } from '../src/keys/service.ts';
-import { freePort, QUICK, ratio, round, spawnMailroom, spawnService, waitForPort, type BenchContext, type BenchResult } from './support.ts';
+import { freePort, QUICK, ratio, round, spawnRole, spawnService, waitForPort, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * SMTP messages per second caught, parsed (mailparser) and stored by Mailroom's sink, against
@@ -88,7 +88,7 @@ export async function sink(ctx: BenchContext): Promise<BenchResult> {
   try {
     const project = await createProject(sql, 'bench sink');
     const { key } = await createApiKey(sql, project.id, 'bench');
-    const worker = spawnMailroom('src/worker.ts', { ...ctx.env, SINK_SMTP_PORT: '0', SINK_MAX_MESSAGES: String(WARMUP + MESSAGES) });
+    const worker = spawnRole('worker', { ...ctx.env, SINK_SMTP_PORT: '0', SINK_MAX_MESSAGES: String(WARMUP + MESSAGES) });
     let seconds: number;
     try {
       const { port } = await worker.logLine('smtp sink listening');

@@ -89,9 +89,20 @@ export function spawnService(command: string, args: string[], env: Record<string
   };
 }
 
-/** A Mailroom entry point on the project's Node 24, with the tsx loader and nothing in between. */
+/** A helper script of the benchmarks on the project's Node 24, with the tsx loader. */
 export function spawnMailroom(entry: string, env: Record<string, string>): Service {
   return spawnService(process.execPath, ['--import', 'tsx', path.join(ROOT, entry)], env);
+}
+
+/**
+ * A Mailroom role as production runs it: the bundle in dist/ (built by the runner first) with
+ * the Node flags of its `npm run start:<role>` script, read from package.json so they cannot drift.
+ */
+export function spawnRole(role: 'api' | 'worker', env: Record<string, string>): Service {
+  const scripts = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts as Record<string, string>;
+  const [command, ...args] = scripts[`start:${role}`]!.split(/\s+/);
+  if (command !== 'node') throw new Error(`start:${role} does not start node directly`);
+  return spawnService(process.execPath, args.map((a) => (a.startsWith('dist/') ? path.join(ROOT, a) : a)), env);
 }
 
 /**
@@ -99,7 +110,7 @@ export function spawnMailroom(entry: string, env: Record<string, string>): Servi
  * `measure` gets their pids, to read their CPU time.
  */
 export async function withWorkers<T>(count: number, env: (i: number) => Record<string, string>, measure: (pids: number[]) => Promise<T>): Promise<T> {
-  const workers = Array.from({ length: count }, (_, i) => spawnMailroom('src/worker.ts', env(i)));
+  const workers = Array.from({ length: count }, (_, i) => spawnRole('worker', env(i)));
   try {
     await Promise.all(workers.map((w) => w.logLine('worker running')));
     return await measure(workers.map((w) => w.pid));
@@ -155,6 +166,12 @@ export async function cpuDuring<T>(pids: Record<string, number>, measure: () => 
   const cpu: Record<string, number> = { wall: round(wall, 2) };
   for (const name of Object.keys(after)) cpu[name] = round(after[name]! - before[name]!, 2);
   return { result, cpu };
+}
+
+/** Resident set size (VmRSS) of a running process now, in MiB. */
+export function rssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return round(Number(/^VmRSS:\s+(\d+)\s+kB/m.exec(status)?.[1] ?? NaN) / 1024);
 }
 
 /** Peak resident set size (VmHWM) of a running process, in MiB. */
