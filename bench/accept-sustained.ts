@@ -1,8 +1,5 @@
 import { Pool } from 'undici';
-import { createSql } from '../src/platform/db.ts';
-import { createProject } from '../src/projects/service.ts';
-import { createApiKey } from '../src/keys/service.ts';
-import { peakRssMb, QUICK, round, rssMb, spawnRole, type BenchContext, type BenchResult } from './support.ts';
+import { apiWithKey, peakRssMb, QUICK, round, rssMb, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * POST /v1/emails at 32 connections for 2 minutes on a fresh database with no worker, so the
@@ -22,11 +19,8 @@ const BODY = JSON.stringify({
 });
 
 export async function acceptSustained(ctx: BenchContext): Promise<BenchResult> {
-  const sql = createSql(ctx.databaseUrl, { max: 2 });
+  const { sql, projectId, key, api } = await apiWithKey(ctx, 'bench accept-sustained');
   try {
-    const project = await createProject(sql, 'bench accept-sustained');
-    const { key } = await createApiKey(sql, project.id, 'bench');
-    const api = spawnRole('api', { ...ctx.env, PORT: '0', HOST: '127.0.0.1', API_RATE_LIMIT_PER_MINUTE: '1000000' });
     try {
       const { url } = await api.logLine('api listening');
       const bootRss = rssMb(api.pid);
@@ -54,7 +48,7 @@ export async function acceptSustained(ctx: BenchContext): Promise<BenchResult> {
       const rateBetween = (from: number, to: number) => done.filter((t) => t >= from * 1000 && t < to * 1000).length / (to - from);
       const first = rateBetween(0, WINDOW);
       const last = rateBetween(SECONDS - WINDOW, SECONDS);
-      const [{ backlog }] = await sql<[{ backlog: number }]>`select count(*)::int as backlog from emails where project_id = ${project.id}`;
+      const [{ backlog }] = await sql<[{ backlog: number }]>`select count(*)::int as backlog from emails where project_id = ${projectId}`;
       return {
         bench: 'accept-sustained',
         seconds: SECONDS,

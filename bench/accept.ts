@@ -5,10 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Pool } from 'undici';
-import { createSql } from '../src/platform/db.ts';
-import { createProject } from '../src/projects/service.ts';
-import { createApiKey } from '../src/keys/service.ts';
-import { cpuDuring, peakRssMb, percentile, rssMb, QUICK, ratio, round, spawnRole, type BenchContext, type BenchResult } from './support.ts';
+import { apiWithKey, cpuDuring, peakRssMb, percentile, rssMb, QUICK, ratio, round, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * POST /v1/emails at 32 connections with no worker running, against pgbench doing the very
@@ -115,11 +112,8 @@ function pgbenchBinary(): string {
 }
 
 export async function accept(ctx: BenchContext): Promise<BenchResult> {
-  const sql = createSql(ctx.databaseUrl, { max: 2 });
+  const { sql, projectId, key, api } = await apiWithKey(ctx, 'bench accept');
   try {
-    const project = await createProject(sql, 'bench accept');
-    const { key } = await createApiKey(sql, project.id, 'bench');
-    const api = spawnRole('api', { ...ctx.env, PORT: '0', HOST: '127.0.0.1', API_RATE_LIMIT_PER_MINUTE: '1000000' });
     let run: Awaited<ReturnType<typeof post>>;
     let rss: number;
     let bootRss: number;
@@ -138,11 +132,11 @@ export async function accept(ctx: BenchContext): Promise<BenchResult> {
     } finally {
       await api.stop();
     }
-    const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from emails where project_id = ${project.id}`;
+    const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from emails where project_id = ${projectId}`;
     if (n !== WARMUP + REQUESTS) throw new Error(`expected ${WARMUP + REQUESTS} emails, found ${n}`);
 
     // Rows committed together share their inserting transaction id: that is the batch size.
-    const batches = await sql<{ size: number }[]>`select count(*)::int as size from emails where project_id = ${project.id} group by xmin::text order by 1`;
+    const batches = await sql<{ size: number }[]>`select count(*)::int as size from emails where project_id = ${projectId} group by xmin::text order by 1`;
     const medianBatch = batches[Math.floor(batches.length / 2)]?.size ?? 1;
 
     // Each ceiling starts from the same empty tables.
@@ -152,10 +146,10 @@ export async function accept(ctx: BenchContext): Promise<BenchResult> {
       await sql`vacuum analyze emails`;
     };
     await empty();
-    const ceiling = await pgbench(ctx.databaseUrl, project.id);
+    const ceiling = await pgbench(ctx.databaseUrl, projectId);
     await empty();
     // As many clients as the API keeps batches in flight (GroupCommit's maxInFlight).
-    const batched = await pgbench(ctx.databaseUrl, project.id, { script: PGBENCH_BATCH_SCRIPT, clients: 2, batch: medianBatch });
+    const batched = await pgbench(ctx.databaseUrl, projectId, { script: PGBENCH_BATCH_SCRIPT, clients: 2, batch: medianBatch });
 
     const rate = REQUESTS / run.seconds;
     return {

@@ -5,6 +5,9 @@ import net from 'node:net';
 import path from 'node:path';
 import postgres from 'postgres';
 import { migrateDatabase } from '../src/platform/migrate.ts';
+import { createSql } from '../src/platform/db.ts';
+import { createProject } from '../src/projects/service.ts';
+import { createApiKey } from '../src/keys/service.ts';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
 /** BENCH_QUICK=1 shrinks every count, for a smoke run of the harness itself. */
@@ -254,4 +257,13 @@ export function redisAnswers(url: string): Promise<boolean> {
     socket.once('connect', () => socket.write(u.password ? `AUTH ${decodeURIComponent(u.password)}\r\nPING\r\n` : 'PING\r\n'));
     socket.on('data', (d) => { if (d.toString().includes('+PONG')) done(true); });
   });
+}
+
+/** A fresh project with a key, and the API as production runs it, for the accept benchmarks. */
+export async function apiWithKey(ctx: BenchContext, label: string) {
+  const sql = createSql(ctx.databaseUrl, { max: 2 });
+  const project = await createProject(sql, label);
+  const { key } = await createApiKey(sql, project.id, 'bench');
+  const api = spawnRole('api', { ...ctx.env, PORT: '0', HOST: '127.0.0.1', API_RATE_LIMIT_PER_MINUTE: '1000000' });
+  return { sql, projectId: project.id, key, api };
 }

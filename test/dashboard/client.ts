@@ -1,4 +1,4 @@
-import type { TestContext } from '../helpers/app.ts';
+import { createTestContext, type TestContext } from '../helpers/app.ts';
 
 /** A cookie-keeping client over `app.request()`, reading CSRF tokens out of pages like a browser would. */
 export function browser(ctx: TestContext, extraHeaders: Record<string, string> = {}) {
@@ -56,4 +56,17 @@ export async function signIn(b: Browser, owner = OWNER, mode: 'signup' | 'login'
   const { res } = await b.post(`/dashboard/${mode}`, owner);
   if (res.status !== 303) throw new Error(`${mode} answered ${res.status}`);
   await b.get('/dashboard');
+}
+
+/**
+ * A signed-in owner and two projects, A and B, each with a key, and their dashboard paths: the
+ * starting point of the page tests, where B checks that A's rows stay out of its reach.
+ */
+export async function signedInWithTwoProjects() {
+  const ctx = await createTestContext({ env: { NODE_ENV: 'development' } });
+  const b = browser(ctx);
+  await signIn(b);
+  const a = await ctx.tenant('project A');
+  const other = await ctx.tenant('project B');
+  return { ctx, b, a, other, P: `/dashboard/projects/${a.projectId}`, Q: `/dashboard/projects/${other.projectId}` };
 }

@@ -1,17 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createTestContext } from '../helpers/app.ts';
 import { createEndpoint } from '../../src/webhooks/service.ts';
 import { insertSinkMessage } from '../../src/sink/store.ts';
-import { browser, signIn } from './client.ts';
+import { signedInWithTwoProjects } from './client.ts';
 
-const ctx = await createTestContext({ env: { NODE_ENV: 'development' } });
-const b = browser(ctx);
-await signIn(b);
-const a = await ctx.tenant('project A');
-const other = await ctx.tenant('project B');
-const P = `/dashboard/projects/${a.projectId}`;
-const Q = `/dashboard/projects/${other.projectId}`;
+const { ctx, b, a, other, P, Q } = await signedInWithTwoProjects();
 
 test('pages need a session', async () => {
   for (const path of ['/dashboard', `${P}/keys`, `${P}/webhooks`, `${P}/inbox`, `${P}/emails`, `${P}/domains`]) {

@@ -1,17 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createTestContext } from '../helpers/app.ts';
 import { recordEvent, type EventType } from '../../src/events/record.ts';
 import { insertSinkMessage } from '../../src/sink/store.ts';
-import { browser, signIn } from './client.ts';
+import { signedInWithTwoProjects } from './client.ts';
 
-const ctx = await createTestContext({ env: { NODE_ENV: 'development' } });
-const b = browser(ctx);
-await signIn(b);
-const a = await ctx.tenant('project A');
-const other = await ctx.tenant('project B');
-const P = `/dashboard/projects/${a.projectId}`;
-const Q = `/dashboard/projects/${other.projectId}`;
+const { ctx, b, a, other, P, Q } = await signedInWithTwoProjects();
 
 async function send(key: string, body: Record<string, unknown> = {}) {
   const res = await ctx.call(key, '/v1/emails', {
