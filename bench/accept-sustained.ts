@@ -1,10 +1,11 @@
 import { Pool } from 'undici';
-import { apiWithKey, peakRssMb, QUICK, round, rssMb, type BenchContext, type BenchResult } from './support.ts';
+import { apiWithKey, cpuSeconds, peakRssMb, postgresCpuSeconds, QUICK, round, rssMb, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * POST /v1/emails at 32 connections for 2 minutes on a fresh database with no worker, so the
  * backlog only grows: does accepting slow down as the tables do? Compares the first 10 s with the
- * last 10 s.
+ * last 10 s. Every 10 s window also reports the CPU milliseconds per accepted email of the API and
+ * of PostgreSQL, so a decay shows which side slowed down.
  */
 const CONCURRENCY = 32;
 const SECONDS = QUICK ? 20 : 120;
@@ -29,6 +30,19 @@ export async function acceptSustained(ctx: BenchContext): Promise<BenchResult> {
       let failures = 0;
       const started = performance.now();
       const until = started + SECONDS * 1000;
+      const windows: Array<{ per_s: number; api_cpu_ms: number; postgres_cpu_ms: number }> = [];
+      let mark = { done: 0, api: cpuSeconds(api.pid), postgres: postgresCpuSeconds() };
+      const closeWindow = () => {
+        const now = { done: done.length, api: cpuSeconds(api.pid), postgres: postgresCpuSeconds() };
+        const count = Math.max(1, now.done - mark.done);
+        windows.push({
+          per_s: round((now.done - mark.done) / WINDOW),
+          api_cpu_ms: round(((now.api - mark.api) * 1000) / count, 3),
+          postgres_cpu_ms: round(((now.postgres - mark.postgres) * 1000) / count, 3),
+        });
+        mark = now;
+      };
+      const sampler = setInterval(() => { if (windows.length < SECONDS / WINDOW - 1) closeWindow(); }, WINDOW * 1000);
       try {
         await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
           while (performance.now() < until) {
@@ -41,7 +55,9 @@ export async function acceptSustained(ctx: BenchContext): Promise<BenchResult> {
             else failures++;
           }
         }));
+        closeWindow();
       } finally {
+        clearInterval(sampler);
         await pool.close();
       }
       if (failures) throw new Error(`${failures} requests answered other than 201`);
@@ -57,6 +73,7 @@ export async function acceptSustained(ctx: BenchContext): Promise<BenchResult> {
         last_over_first: round(last / first, 3),
         overall_per_s: round(done.length / SECONDS),
         backlog_emails: backlog,
+        windows,
         api_rss_after_boot_mb: bootRss,
         api_peak_rss_mb: peakRssMb(api.pid),
         concurrency: CONCURRENCY,
