@@ -48,10 +48,10 @@ export const DASHBOARD_MAX_BODY_BYTES = 64 * 1024;
  * a chunked body is abandoned the moment it passes the limit. What was read is handed on.
  */
 const boundedBody: MiddlewareHandler<DashEnv> = async (c, next) => {
-  if (c.req.method === 'GET' || c.req.method === 'HEAD' || !c.req.raw.body) return next();
+  if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
   let bytes: Buffer;
   try {
-    bytes = await readBoundedBody(c.req.raw, DASHBOARD_MAX_BODY_BYTES);
+    bytes = await readBoundedBody(c, DASHBOARD_MAX_BODY_BYTES);
   } catch (err) {
     if (err instanceof ApiError) return errorPage(c, 413, 'Too large', 'The form was larger than the dashboard accepts.');
     return errorPage(c, 400, 'Bad request', 'The form could not be read.');

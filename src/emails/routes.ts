@@ -169,7 +169,7 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
   app.post(sendEmailRoute.path, async (c) => {
     const { config } = c.var.deps;
     const key = parseIdempotencyKey(c.req.header('idempotency-key'));
-    const body = await readJsonBody(c.req.raw, bodyLimit(config.emailMaxMessageBytes));
+    const body = await readJsonBody(c, bodyLimit(config.emailMaxMessageBytes));
     const sent = await sendEmail(c.var.deps, c.var.projectId, key, body);
     if (sent.replayed) c.header('Idempotent-Replayed', 'true');
     return c.json({ id: sent.id, status: sent.status }, 201);
@@ -190,7 +190,7 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
   app.openAPIRegistry.registerPath(sendBatchRoute);
   app.post(sendBatchRoute.path, async (c) => {
     const key = parseIdempotencyKey(c.req.header('idempotency-key'));
-    const body = await readJsonBody(c.req.raw, bodyLimit(c.var.deps.config.emailMaxMessageBytes));
+    const body = await readJsonBody(c, bodyLimit(c.var.deps.config.emailMaxMessageBytes));
     const sent = await sendEmails(c.var.deps, c.var.projectId, key, body);
     if (sent.replayed) c.header('Idempotent-Replayed', 'true');
     return c.json({ data: sent.data }, 201);
@@ -199,7 +199,7 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
   app.openAPIRegistry.registerPath(reschedule);
   app.patch(reschedule.path.replace('{email_id}', ':email_id'), async (c) => {
     const emailId = requireId('email', c.req.param('email_id') ?? '', 'Email not found.');
-    const body = await readJsonBody(c.req.raw, 16 * 1024);
+    const body = await readJsonBody(c, 16 * 1024);
     const parsed = z.object({ scheduled_at: ScheduledAt }).safeParse(body);
     if (!parsed.success) throw validationErrorFromZod(parsed.error, 'json');
     const changed = await q.rescheduleEmail(c.var.deps.sql, c.var.projectId, emailId, new Date(parsed.data.scheduled_at));

@@ -46,7 +46,7 @@ export function createResendApp(auth: MiddlewareHandler<AppEnv>) {
 
   app.post('/emails', async (c) => {
     const { config } = c.var.deps;
-    const body = await readJsonBody(c.req.raw, bodyLimit(config.emailMaxMessageBytes));
+    const body = await readJsonBody(c, bodyLimit(config.emailMaxMessageBytes));
     const sent = await sendEmail(c.var.deps, c.var.projectId, parseIdempotencyKey(c.req.header('idempotency-key')), fromResendEmail(body));
     return c.json({ id: sent.id }, 200);
   });
@@ -54,7 +54,7 @@ export function createResendApp(auth: MiddlewareHandler<AppEnv>) {
   app.post('/emails/batch', async (c) => {
     const { config } = c.var.deps;
     const key = parseIdempotencyKey(c.req.header('idempotency-key'));
-    const body = await readJsonBody(c.req.raw, bodyLimit(config.emailMaxMessageBytes));
+    const body = await readJsonBody(c, bodyLimit(config.emailMaxMessageBytes));
     if (!Array.isArray(body)) throw new ValidationError([{ loc: ['body'], msg: 'The body must be a JSON array of emails', type: 'list_type' }]);
     if (c.req.header('x-batch-validation') !== 'permissive') {
       const sent = await sendBatch(c.var.deps, c.var.projectId, key, body.map((item, i) => fromResendEmail(item, `[${i}].`)));
@@ -99,7 +99,7 @@ export function createResendApp(auth: MiddlewareHandler<AppEnv>) {
 
   app.patch('/emails/:id', async (c) => {
     const id = emailId(c.req.param('id'));
-    const body = await readJsonBody(c.req.raw, 16 * 1024) as { scheduled_at?: unknown };
+    const body = await readJsonBody(c, 16 * 1024) as { scheduled_at?: unknown };
     const parsed = ScheduledAt.safeParse(body?.scheduled_at);
     if (!parsed.success) throw new ValidationError([{ loc: ['body', 'scheduled_at'], msg: parsed.error.issues[0]?.message ?? 'Invalid scheduled_at', type: 'value_error' }]);
     const result = await rescheduleEmail(c.var.deps.sql, c.var.projectId, id, new Date(parsed.data));

@@ -99,7 +99,7 @@ export function registerSuppressionRoutes(app: OpenAPIHono<AppEnv>) {
   // The body is read with a byte bound, like every JSON body of the API.
   app.openAPIRegistry.registerPath(add);
   app.post(add.path, async (c) => {
-    const body = await readJsonBody(c.req.raw, MAX_BODY_BYTES);
+    const body = await readJsonBody(c, MAX_BODY_BYTES);
     const parsed = AddSuppressionRequest.safeParse(body);
     if (!parsed.success) throw new ValidationError([{ loc: ['body', 'email'], msg: 'Field required: a string', type: 'missing' }]);
     const address = addressOf(parsed.data.email, ['body', 'email']);

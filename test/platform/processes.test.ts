@@ -94,7 +94,7 @@ test('the built bundle: each role is one Node process on dist/, the API carries 
   const { url, sql } = await createTestDatabase();
   const project = await createProject(sql, 'built');
   const key = await createApiKey(sql, project.id, 'built');
-  const api = spawnBuilt('dist/api.js', env(url), ['--max-semi-space-size=2', '--optimize-for-size']);
+  const api = spawnBuilt('dist/api.js', env(url), ['--max-semi-space-size=4', '--heap-growing-percent=50']);
   const worker = spawnBuilt('dist/worker.js', env(url));
   const { url: base } = (await api.logLine('api listening')) as { url: string };
   await worker.logLine('worker running');
