@@ -105,7 +105,9 @@ export function spawnRole(role: 'api' | 'worker', env: Record<string, string>): 
   const scripts = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts as Record<string, string>;
   const [command, ...args] = scripts[`start:${role}`]!.split(/\s+/);
   if (command !== 'node') throw new Error(`start:${role} does not start node directly`);
-  return spawnService(process.execPath, args.map((a) => (a.startsWith('dist/') ? path.join(ROOT, a) : a)), env);
+  // BENCH_CPU_PROF=<dir> writes a V8 CPU profile of each role process there when it exits.
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
+  return spawnService(process.execPath, [...profile, ...args.map((a) => (a.startsWith('dist/') ? path.join(ROOT, a) : a))], env);
 }
 
 /**
@@ -168,7 +170,7 @@ export async function cpuDuring<T>(pids: Record<string, number>, measure: () => 
   const after = read();
   const cpu: Record<string, number> = { wall: round(wall, 2) };
   for (const name of Object.keys(after)) cpu[name] = round(after[name]! - before[name]!, 2);
-  return { result, cpu };
+  return { result, cpu, seconds: wall };
 }
 
 /** Resident set size (VmRSS) of a running process now, in MiB. */

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Config } from '../platform/config.ts';
 import type { Sql, TxSql } from '../platform/db.ts';
 import { commitShared } from '../platform/shared-commit.ts';
+import { GroupCommit } from '../platform/group-commit.ts';
 import type { Logger } from '../platform/log.ts';
 import { deliverJob } from './queries.ts';
 import { openSecret } from './secret.ts';
@@ -29,17 +30,48 @@ type Attempt = {
   eventCreatedAt: Date;
 };
 
-/** The delivery with its endpoint and event, read at attempt time so a URL edit reaches queued deliveries. */
-async function loadAttempt(sql: Sql, projectId: string, deliveryId: string) {
-  const [row] = await sql<[Attempt?]>`
+type AttemptKey = { projectId: string; deliveryId: string };
+
+/**
+ * Deliveries with their endpoint and event, read at attempt time so a URL edit reaches queued
+ * deliveries. Each row is matched on its own project.
+ */
+async function loadAttempts(sql: Sql, keys: AttemptKey[]) {
+  const rows = await sql<Attempt[]>`
     select d.id, d.project_id, d.endpoint_id, d.status, d.attempt_count,
            w.url, w.status as endpoint_status, w.secret_encrypted,
            e.id as event_id, e.type, e.email_id, e.data, e.created_at as event_created_at
     from webhook_deliveries d
-    join webhook_endpoints w on w.id = d.endpoint_id and w.project_id = ${projectId}
-    join events e on e.id = d.event_id and e.project_id = ${projectId}
-    where d.id = ${deliveryId} and d.project_id = ${projectId}`;
-  return row;
+    join webhook_endpoints w on w.id = d.endpoint_id and w.project_id = d.project_id
+    join events e on e.id = d.event_id and e.project_id = d.project_id
+    where d.id = any(${keys.map((k) => k.deliveryId)}::text[]) and d.project_id = any(${keys.map((k) => k.projectId)}::text[])`;
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  // Ids are unique across projects; the check keeps each delivery to the project its job names.
+  return keys.map((k) => {
+    const row = byId.get(k.deliveryId);
+    return row?.projectId === k.projectId ? row : undefined;
+  });
+}
+
+const attemptLoaders = new WeakMap<Sql, GroupCommit<AttemptKey, Attempt | undefined>>();
+
+/**
+ * Deliveries starting together load in one query: jobs arrive in batches from the local queue,
+ * and on loopback each round trip costs more CPU than the lookup itself. Nothing is kept once
+ * the query answers, so each attempt reads the delivery as it is when the attempt starts.
+ */
+function loadAttempt(sql: Sql, projectId: string, deliveryId: string) {
+  let loader = attemptLoaders.get(sql);
+  if (!loader) {
+    loader = new GroupCommit((keys) => loadAttempts(sql, keys), { maxInFlight: 2 });
+    attemptLoaders.set(sql, loader);
+  }
+  return loader.run({ projectId, deliveryId });
+}
+
+/** How many attempt-loading queries this process has made, for the test that checks they are shared. */
+export function attemptLoadQueries(sql: Sql): number {
+  return attemptLoaders.get(sql)?.batchesWritten ?? 0;
 }
 
 /**

@@ -1,4 +1,5 @@
-import { describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
+import { createSql } from '../../src/platform/db.ts';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { Webhook as SvixWebhook } from 'svix';
 import { generateSigningSecret } from '../../src/webhooks/secret.ts';
@@ -7,7 +8,7 @@ import { createTestContext } from '../helpers/app.ts';
 import { selfSignedCertificate, startHttpsReceiver } from '../helpers/https-receiver.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { createEndpoint, updateEndpoint } from '../../src/webhooks/service.ts';
-import { webhookDeliverTask } from '../../src/webhooks/deliver.task.ts';
+import { attemptLoadQueries, webhookDeliverTask } from '../../src/webhooks/deliver.task.ts';
 import { createLogger } from '../../src/platform/log.ts';
 import { deliveriesFor, emitEvent, endpointState, fakeDns, receiverVerifies, webhookWorker } from './helpers.ts';
 
@@ -324,5 +325,38 @@ describe('webhook delivery', { concurrency: true }, () => {
     assert.equal((await deliveriesFor(ctx.sql, race.endpoint.id))[0]!.attemptCount, 1);
 
     await assert.rejects(async () => task({ project_id: t.projectId }, {} as never), /delivery_id/, 'an invalid payload is refused');
+  });
+
+  test('attempts starting together load in one query, each delivery only under its own project', async () => {
+    const a = await endpointAt('/shared-load-a');
+    const b = await endpointAt('/shared-load-b');
+    // Deliveries with no job, so only the runs below attempt them.
+    const pending = async (t: typeof a, id: string) => {
+      const { eventId } = await emitEvent(ctx.sql, t.projectId);
+      await ctx.sql`delete from webhook_deliveries where event_id = ${eventId}`;
+      await ctx.sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id)
+                    values (${id}, ${t.projectId}, ${t.endpoint.id}, ${eventId})`;
+      return { eventId };
+    };
+    const first = await pending(a, 'whd_shared_a');
+    const second = await pending(b, 'whd_shared_b');
+    // A pool of its own, so the worker's other attempts in this file don't share its queries.
+    const sql = createSql(ctx.url, { max: 2 });
+    after(() => sql.end());
+    const task = webhookDeliverTask({ config: ctx.config, sql, log: createLogger('silent'), webhooks: overrides });
+    await Promise.all([
+      task({ delivery_id: 'whd_shared_a', project_id: a.projectId }, {} as never),
+      task({ delivery_id: 'whd_shared_b', project_id: b.projectId }, {} as never),
+      // A job naming another project's delivery, in the same query as that project's own.
+      task({ delivery_id: 'whd_shared_a', project_id: b.projectId }, {} as never),
+    ]);
+    assert.equal(attemptLoadQueries(sql), 1, 'the three runs shared one query');
+    for (const [t, { eventId }] of [[a, first], [b, second]] as const) {
+      const requests = t.requests();
+      assert.equal(requests.length, 1, 'each delivery was sent once, to its own endpoint');
+      assert.equal(requests[0]!.headers['webhook-id'], eventId);
+      assert.ok(receiverVerifies(t.secret, requests[0]!.headers, requests[0]!.body));
+      assert.equal((await deliveriesFor(ctx.sql, t.endpoint.id))[0]!.attemptCount, 1);
+    }
   });
 });
