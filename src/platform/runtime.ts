@@ -52,6 +52,18 @@ export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolea
   return { poolId: worker.poolId, steps };
 }
 
+/**
+ * Without autovacuum nothing analyses the tables: a statement's cached plan made while a table
+ * was nearly empty is never replaced as it grows, and the job queue's deleted rows are never
+ * reclaimed. Said once at start, where an operator looks.
+ */
+async function warnIfAutovacuumOff(sql: Sql, log: Logger) {
+  const [row] = await sql<[{ autovacuum: string }]>`select current_setting('autovacuum') as autovacuum`;
+  if (row.autovacuum !== 'on') {
+    log.warn({ autovacuum: row.autovacuum }, 'PostgreSQL runs with autovacuum off: query plans and the job queue degrade as tables grow; turn it on');
+  }
+}
+
 export type Running = { config: Config; sql: Sql; log: Logger; url?: string; close(): Promise<void> };
 
 export async function boot(role: Role, config: Config, finalSteps: Array<[string, () => Promise<unknown>]> = []): Promise<Running> {
@@ -110,6 +122,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
       steps.unshift(['metrics', metrics.close]);
       log.info({ port: metrics.port }, 'metrics listening');
     }
+    await warnIfAutovacuumOff(sql, log);
     log.info({ concurrency: config.workerConcurrency, pool: worker.poolId }, 'worker running');
   }
 

@@ -38,6 +38,11 @@ test('the two processes run split: start:api serves, start:worker works the queu
   const { url: base } = (await api.logLine('api listening')) as { url: string };
   await worker.logLine('worker running');
   assert.equal((await fetch(`${base}/healthz`)).status, 200);
+  // The worker says so at start when the server would let its plans and queue table degrade.
+  const [setting] = await postgres(url, { max: 1 })<[{ autovacuum: string }]>`select current_setting('autovacuum') as autovacuum`;
+  // Logged before 'worker running', so by now it is there or never will be.
+  if (setting.autovacuum === 'on') assert.doesNotMatch(worker.stdout(), /autovacuum off/);
+  else assert.match(worker.stdout(), /PostgreSQL runs with autovacuum off/);
   assert.doesNotMatch(worker.stdout(), /api listening/, 'the worker serves no HTTP');
   api.child.kill('SIGTERM');
   worker.child.kill('SIGTERM');
