@@ -105,15 +105,17 @@ function followUp(sql: Sql | TxSql, a: Attempt, outcome: Outcome, attempted: boo
  * conditional on the attempt count read before the POST: a second run of the same job that raced
  * this one, or a rerun after a lost commit answer, changes nothing.
  */
-async function settle(sql: Sql, a: Attempt, outcome: Outcome, result: AttemptResult | null) {
-  await commitShared(sql, (tx) => settleStatement(tx, a, outcome, result));
+async function settle(sql: Sql, a: Attempt, outcome: Outcome, result: AttemptResult | null, answeredAt: Date | null = null) {
+  await commitShared(sql, (tx) => settleStatement(tx, a, outcome, result, answeredAt));
   recordWebhookOutcome(outcome.status === 'pending' ? 'retried' : outcome.status);
 }
 
-function settleStatement(sql: Sql | TxSql, a: Attempt, outcome: Outcome, result: AttemptResult | null) {
-  // Settling without an attempt (endpoint switched off) keeps the last answer on record.
+function settleStatement(sql: Sql | TxSql, a: Attempt, outcome: Outcome, result: AttemptResult | null, answeredAt: Date | null) {
+  // Settling without an attempt (endpoint switched off) keeps the last answer on record. The
+  // attempt's time is when it was answered, on the clock the next attempt's time was set by,
+  // not when a shared commit got round to it.
   const attempt = result
-    ? sql`, attempt_count = attempt_count + 1, last_attempt_at = now(),
+    ? sql`, attempt_count = attempt_count + 1, last_attempt_at = coalesce(${answeredAt}::timestamptz, now()),
         response_status = ${result.responseStatus}, response_body = ${result.responseBody}`
     : sql``;
   return sql`
@@ -168,8 +170,9 @@ export function webhookDeliverTask(deps: DeliverDeps): Task {
       'x-webhook-event-type': a.type,
       ...standardWebhookHeaders(secret, a.eventId, timestamp, body),
     });
-    const outcome = decideOutcome(result, a.attemptCount + 1, config.webhookRetryBaseMs);
-    await settle(sql, a, outcome, result);
+    const answeredAt = new Date();
+    const outcome = decideOutcome(result, a.attemptCount + 1, config.webhookRetryBaseMs, answeredAt.getTime());
+    await settle(sql, a, outcome, result, answeredAt);
     log.debug({ delivery: a.id, endpoint: a.endpointId, attempt: a.attemptCount + 1, status: outcome.status, response_status: result.responseStatus, error: outcome.error }, 'webhook attempt');
   };
 }
