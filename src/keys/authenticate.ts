@@ -1,6 +1,6 @@
 import type { Sql } from '../platform/db.ts';
 import { safeEqual } from '../platform/crypto.ts';
-import { GroupCommit } from '../platform/group-commit.ts';
+import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
 import { findActiveKeysByHash, touchKey, type KeyMatch, type KeyPermission } from './queries.ts';
 import { hashApiKey } from './service.ts';
 
@@ -25,29 +25,20 @@ export async function verifyApiKey(sql: Sql, presented: string | undefined): Pro
   return { id: match.id, projectId: match.projectId, permission: match.permission };
 }
 
-const lookups = new WeakMap<Sql, GroupCommit<Buffer, KeyMatch | undefined>>();
-
 /**
  * Key lookups of requests that arrive together share one query. Nothing is remembered once the
  * query answers: every lookup starts after its request arrived and reads the table as it is, so a
  * key revoked before a request is refused by that request.
  */
-function lookupFor(sql: Sql) {
-  let batcher = lookups.get(sql);
-  if (!batcher) {
-    batcher = new GroupCommit<Buffer, KeyMatch | undefined>(async (hashes) => {
-      const rows = await findActiveKeysByHash(sql, [...new Map(hashes.map((h) => [h.toString('hex'), h])).values()]);
-      const byHash = new Map(rows.map((r) => [r.keyHash.toString('hex'), r]));
-      return hashes.map((h) => byHash.get(h.toString('hex')));
-    }, { maxInFlight: 4 });
-    lookups.set(sql, batcher);
-  }
-  return batcher;
-}
+const lookupFor = groupCommitPerPool((sql) => new GroupCommit<Buffer, KeyMatch | undefined>(async (hashes) => {
+  const rows = await findActiveKeysByHash(sql, [...new Map(hashes.map((h) => [h.toString('hex'), h])).values()]);
+  const byHash = new Map(rows.map((r) => [r.keyHash.toString('hex'), r]));
+  return hashes.map((h) => byHash.get(h.toString('hex')));
+}, { maxInFlight: 4 }));
 
 /** How many key queries this process has made, for the tests that check lookups are shared. */
 export function keyLookupQueries(sql: Sql): number {
-  return lookups.get(sql)?.batchesWritten ?? 0;
+  return lookupFor(sql).batchesWritten;
 }
 
 /**

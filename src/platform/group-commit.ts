@@ -1,3 +1,5 @@
+import type { Sql } from './db.ts';
+
 /**
  * Group commit: concurrent callers share one transaction. Every commit that enqueues a job ends
  * in a NOTIFY, and PostgreSQL serialises those commits, so one transaction per request caps the
@@ -81,4 +83,20 @@ export class GroupCommit<T, R> {
       this.schedule();
     }
   }
+}
+
+/**
+ * One GroupCommit per database pool, made on first use: only callers on the same pool can share a
+ * transaction or a query, and a second pool (a test's own) never mixes its batches with the first.
+ */
+export function groupCommitPerPool<T, R>(make: (sql: Sql) => GroupCommit<T, R>): (sql: Sql) => GroupCommit<T, R> {
+  const byPool = new WeakMap<Sql, GroupCommit<T, R>>();
+  return (sql) => {
+    let committer = byPool.get(sql);
+    if (!committer) {
+      committer = make(sql);
+      byPool.set(sql, committer);
+    }
+    return committer;
+  };
 }

@@ -1,11 +1,9 @@
 import type { PendingQuery, Row } from 'postgres';
 import type { Sql, TxSql } from './db.ts';
-import { GroupCommit } from './group-commit.ts';
+import { GroupCommit, groupCommitPerPool } from './group-commit.ts';
 
 /** A statement built on whichever connection runs it: a shared transaction, or its own. */
 export type Statement<T extends Row> = (sql: Sql | TxSql) => PendingQuery<T[]>;
-
-const committers = new WeakMap<Sql, GroupCommit<Statement<Row>, Row[]>>();
 
 /**
  * Runs one self-contained statement in a transaction shared with the statements other jobs of
@@ -16,15 +14,12 @@ const committers = new WeakMap<Sql, GroupCommit<Statement<Row>, Row[]>>();
  * after they are committed.
  */
 export function commitShared<T extends Row>(sql: Sql, statement: Statement<T>): Promise<T[]> {
-  let committer = committers.get(sql);
-  if (!committer) {
-    committer = new GroupCommit<Statement<Row>, Row[]>(
-      // Sent back to back on one connection: pipelined, then one COMMIT.
-      (statements) => sql.begin((tx) => Promise.all(statements.map((make) => make(tx)))) as Promise<Row[][]>,
-      { maxBatch: 64 },
-      (make) => make(sql),
-    );
-    committers.set(sql, committer);
-  }
-  return committer.run(statement as unknown as Statement<Row>) as Promise<T[]>;
+  return committerFor(sql).run(statement as unknown as Statement<Row>) as Promise<T[]>;
 }
+
+const committerFor = groupCommitPerPool((sql) => new GroupCommit<Statement<Row>, Row[]>(
+  // Sent back to back on one connection: pipelined, then one COMMIT.
+  (statements) => sql.begin((tx) => Promise.all(statements.map((make) => make(tx)))) as Promise<Row[][]>,
+  { maxBatch: 64 },
+  (make) => make(sql),
+));

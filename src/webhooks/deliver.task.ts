@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Config } from '../platform/config.ts';
 import type { Sql, TxSql } from '../platform/db.ts';
 import { commitShared } from '../platform/shared-commit.ts';
-import { GroupCommit } from '../platform/group-commit.ts';
+import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
 import type { Logger } from '../platform/log.ts';
 import { deliverJob } from './queries.ts';
 import { openSecret } from './secret.ts';
@@ -53,25 +53,20 @@ async function loadAttempts(sql: Sql, keys: AttemptKey[]) {
   });
 }
 
-const attemptLoaders = new WeakMap<Sql, GroupCommit<AttemptKey, Attempt | undefined>>();
-
 /**
  * Deliveries starting together load in one query: jobs arrive in batches from the local queue,
  * and on loopback each round trip costs more CPU than the lookup itself. Nothing is kept once
  * the query answers, so each attempt reads the delivery as it is when the attempt starts.
  */
+const attemptLoaderFor = groupCommitPerPool((sql) => new GroupCommit((keys: AttemptKey[]) => loadAttempts(sql, keys), { maxInFlight: 2 }));
+
 function loadAttempt(sql: Sql, projectId: string, deliveryId: string) {
-  let loader = attemptLoaders.get(sql);
-  if (!loader) {
-    loader = new GroupCommit((keys) => loadAttempts(sql, keys), { maxInFlight: 2 });
-    attemptLoaders.set(sql, loader);
-  }
-  return loader.run({ projectId, deliveryId });
+  return attemptLoaderFor(sql).run({ projectId, deliveryId });
 }
 
 /** How many attempt-loading queries this process has made, for the test that checks they are shared. */
 export function attemptLoadQueries(sql: Sql): number {
-  return attemptLoaders.get(sql)?.batchesWritten ?? 0;
+  return attemptLoaderFor(sql).batchesWritten;
 }
 
 /**
@@ -105,18 +100,21 @@ function followUp(sql: Sql | TxSql, a: Attempt, outcome: Outcome, attempted: boo
  * conditional on the attempt count read before the POST: a second run of the same job that raced
  * this one, or a rerun after a lost commit answer, changes nothing.
  */
-async function settle(sql: Sql, a: Attempt, outcome: Outcome, result: AttemptResult | null, answeredAt: Date | null = null) {
-  await commitShared(sql, (tx) => settleStatement(tx, a, outcome, result, answeredAt));
+/** An attempt's answer and when it came. */
+type Answered = { result: AttemptResult; at: Date };
+
+async function settle(sql: Sql, a: Attempt, outcome: Outcome, answered: Answered | null) {
+  await commitShared(sql, (tx) => settleStatement(tx, a, outcome, answered));
   recordWebhookOutcome(outcome.status === 'pending' ? 'retried' : outcome.status);
 }
 
-function settleStatement(sql: Sql | TxSql, a: Attempt, outcome: Outcome, result: AttemptResult | null, answeredAt: Date | null) {
+function settleStatement(sql: Sql | TxSql, a: Attempt, outcome: Outcome, answered: Answered | null) {
   // Settling without an attempt (endpoint switched off) keeps the last answer on record. The
   // attempt's time is when it was answered, on the clock the next attempt's time was set by,
   // not when a shared commit got round to it.
-  const attempt = result
-    ? sql`, attempt_count = attempt_count + 1, last_attempt_at = coalesce(${answeredAt}::timestamptz, now()),
-        response_status = ${result.responseStatus}, response_body = ${result.responseBody}`
+  const attempt = answered
+    ? sql`, attempt_count = attempt_count + 1, last_attempt_at = ${answered.at},
+        response_status = ${answered.result.responseStatus}, response_body = ${answered.result.responseBody}`
     : sql``;
   return sql`
     with settled as (
@@ -127,7 +125,7 @@ function settleStatement(sql: Sql | TxSql, a: Attempt, outcome: Outcome, result:
         ${attempt}
       where id = ${a.id} and project_id = ${a.projectId} and status = 'pending' and attempt_count = ${a.attemptCount}
       returning endpoint_id)
-    ${followUp(sql, a, outcome, result !== null)}`;
+    ${followUp(sql, a, outcome, answered !== null)}`;
 }
 
 export function webhookBody(a: Attempt): string {
@@ -172,7 +170,7 @@ export function webhookDeliverTask(deps: DeliverDeps): Task {
     });
     const answeredAt = new Date();
     const outcome = decideOutcome(result, a.attemptCount + 1, config.webhookRetryBaseMs, answeredAt.getTime());
-    await settle(sql, a, outcome, result, answeredAt);
+    await settle(sql, a, outcome, { result, at: answeredAt });
     log.debug({ delivery: a.id, endpoint: a.endpointId, attempt: a.attemptCount + 1, status: outcome.status, response_status: result.responseStatus, error: outcome.error }, 'webhook attempt');
   };
 }
