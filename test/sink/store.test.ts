@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
-import { insertSinkMessage } from '../../src/sink/store.ts';
+import { insertSinkMessage, sinkStatementCounts } from '../../src/sink/store.ts';
 
 const ctx = await createTestContext();
 
@@ -37,4 +37,43 @@ test('the sink keeps only the newest mail that fits in its byte budget', async (
   // One message larger than the whole budget still stays, alone: the newest is always kept.
   const big = await insertSinkMessage(ctx.sql, sized('big', 20_000), keep);
   assert.deepEqual((await ctx.sql`select id from sink_messages where project_id = ${t.projectId}`).map((r) => r.id), [big]);
+});
+
+test('messages caught together share one insert and one prune, and are stored field for field', async () => {
+  const t = await ctx.tenant();
+  const before = sinkStatementCounts(ctx.sql);
+  const message = (i: number) => ({
+    projectId: t.projectId, emailId: null, raw: Buffer.from(`Subject: m${i}\r\n\r\nbody ${i}`),
+    fromAddress: 'a@x.test', toAddresses: ['b@x.test', `c${i}@x.test`], ccAddresses: [], subject: `m${i}`,
+    text: `body ${i}`, html: null, headers: { Subject: `m${i}`, 'X-Index': String(i) },
+    attachments: [{ filename: 'a.txt', content_type: 'text/plain', size_bytes: i }],
+  });
+  const ids = await Promise.all(Array.from({ length: 20 }, (_, i) => insertSinkMessage(ctx.sql, message(i), { messages: 100, bytes: 1e9 })));
+  const after = sinkStatementCounts(ctx.sql);
+  assert.ok(after.inserts - before.inserts < 20, `20 messages took ${after.inserts - before.inserts} inserts`);
+  assert.ok(after.prunes - before.prunes < 20, `20 messages took ${after.prunes - before.prunes} prunes`);
+  const rows = await ctx.sql<{ id: string; toAddresses: string[]; headers: unknown; attachments: unknown; raw: Buffer; sizeBytes: number }[]>`
+    select id, to_addresses, headers, attachments, raw, size_bytes from sink_messages where project_id = ${t.projectId} order by id`;
+  assert.deepEqual(rows.map((r) => r.id), [...ids].sort());
+  for (const row of rows) {
+    const i = ids.indexOf(row.id);
+    assert.deepEqual(row.toAddresses, ['b@x.test', `c${i}@x.test`]);
+    assert.deepEqual(row.headers, { Subject: `m${i}`, 'X-Index': String(i) });
+    assert.deepEqual(row.attachments, [{ filename: 'a.txt', content_type: 'text/plain', size_bytes: i }]);
+    assert.equal(row.raw.toString(), `Subject: m${i}\r\n\r\nbody ${i}`);
+    assert.equal(row.sizeBytes, row.raw.length);
+  }
+});
+
+test('one message PostgreSQL refuses fails alone; the others caught with it are stored', async () => {
+  const t = await ctx.tenant();
+  const message = (subject: string) => ({
+    projectId: t.projectId, emailId: null, raw: Buffer.from('x'),
+    fromAddress: 'a@x.test', toAddresses: ['b@x.test'], ccAddresses: [], subject,
+    text: null, html: null, headers: {}, attachments: [],
+  });
+  const results = await Promise.allSettled(['ok 1', 'bad \u0000 subject', 'ok 2', 'ok 3'].map((s) => insertSinkMessage(ctx.sql, message(s), { messages: 100, bytes: 1e9 })));
+  assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+  const stored = await ctx.sql<{ subject: string }[]>`select subject from sink_messages where project_id = ${t.projectId} order by id`;
+  assert.deepEqual(stored.map((r) => r.subject), ['ok 1', 'ok 2', 'ok 3']);
 });
