@@ -359,4 +359,21 @@ describe('webhook delivery', { concurrency: true }, () => {
       assert.equal((await deliveriesFor(ctx.sql, t.endpoint.id))[0]!.attemptCount, 1);
     }
   });
+
+  test('the attempt load is planned afresh each time, never kept as a prepared statement', async () => {
+    const t = await endpointAt('/unprepared-load');
+    const { eventId } = await emitEvent(ctx.sql, t.projectId);
+    await ctx.sql`delete from webhook_deliveries where event_id = ${eventId}`;
+    await ctx.sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id)
+                  values ('whd_unprepared', ${t.projectId}, ${t.endpoint.id}, ${eventId})`;
+    // One connection, so the statements the task prepared are the ones this session lists.
+    const sql = createSql(ctx.url, { max: 1 });
+    after(() => sql.end());
+    const task = webhookDeliverTask({ config: ctx.config, sql, log: createLogger('silent'), webhooks: overrides });
+    await task({ delivery_id: 'whd_unprepared', project_id: t.projectId }, {} as never);
+    assert.equal((await deliveriesFor(ctx.sql, t.endpoint.id))[0]!.status, 'delivered');
+    const prepared = (await sql<{ statement: string }[]>`select statement from pg_prepared_statements`).map((r) => r.statement);
+    assert.ok(prepared.some((s) => s.includes('update webhook_deliveries')), 'the settle is prepared as usual');
+    assert.ok(!prepared.some((s) => s.includes('from webhook_deliveries d')), 'the load is not');
+  });
 });
