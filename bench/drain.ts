@@ -4,7 +4,7 @@ import { createSql, type Sql } from '../src/platform/db.ts';
 import { newId } from '../src/platform/ids.ts';
 import { createProject } from '../src/projects/service.ts';
 import { insertQueuedEmails } from '../src/emails/queries.ts';
-import { cpuDuring, QUICK, ratio, round, waitUntil, withWorkers, type BenchContext, type BenchResult } from './support.ts';
+import { cpuDuring, QUICK, ratio, round, waitFinished, withWorkers, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * Emails from `queued` to `sent` through the built-in sink (a project with no provider
@@ -27,7 +27,11 @@ async function enqueue(sql: Sql, projectId: string, count: number) {
 
 /** Waits until `expectSent` emails of the project are `sent`; any failure aborts the bench. */
 async function waitSent(sql: Sql, projectId: string, expectSent: number) {
-  await waitUntil(`${expectSent} emails sent`, async () => {
+  await waitFinished(`${expectSent} emails sent`, async () => {
+    const [row] = await sql.unsafe<[{ busy: boolean }]>(
+      `select exists (select 1 from emails where project_id = $1 and status in ('queued', 'sending')) as busy`, [projectId]);
+    return row.busy;
+  }, async () => {
     const [row] = await sql<[{ sent: number; failed: number; lastError: string | null }]>`
       select count(*) filter (where status = 'sent')::int as sent, count(*) filter (where status = 'failed')::int as failed,
              max(last_error) as last_error

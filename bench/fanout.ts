@@ -5,7 +5,7 @@ import { newId } from '../src/platform/ids.ts';
 import { createProject } from '../src/projects/service.ts';
 import { recordEvent } from '../src/events/record.ts';
 import { createEndpoint } from '../src/webhooks/service.ts';
-import { cpuDuring, QUICK, ratio, round, spawnMailroom, waitUntil, withWorker, type BenchContext, type BenchResult } from './support.ts';
+import { cpuDuring, QUICK, ratio, round, spawnMailroom, waitFinished, withWorker, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * Webhook deliveries per second from one worker process (default concurrency) to a local HTTP
@@ -35,7 +35,11 @@ async function recordEvents(sql: Sql, projectId: string, count: number) {
 
 /** Waits until `expect` deliveries of the project are `delivered`; any failure aborts the bench. */
 async function waitDelivered(sql: Sql, projectId: string, expect: number) {
-  await waitUntil(`${expect} webhook deliveries`, async () => {
+  await waitFinished(`${expect} webhook deliveries`, async () => {
+    const [row] = await sql.unsafe<[{ busy: boolean }]>(
+      `select exists (select 1 from webhook_deliveries where status = 'pending' and project_id = $1) as busy`, [projectId]);
+    return row.busy;
+  }, async () => {
     const [row] = await sql<[{ delivered: number; failed: number; error: string | null }]>`
       select count(*) filter (where status = 'delivered')::int as delivered,
              count(*) filter (where status = 'failed' or attempt_count > 0 and status = 'pending')::int as failed,

@@ -216,6 +216,27 @@ export async function waitUntil(what: string, check: () => Promise<boolean>, tim
   }
 }
 
+/**
+ * Waits for a backlog the service is working through, without loading the database being
+ * measured: `busy`, a lookup that stops at the first unfinished row, runs every 50 ms; `tally`,
+ * a count over the whole backlog that throws on failures and says whether all is done, runs once
+ * a second and when `busy` turns false. Send `busy` unprepared (`sql.unsafe`): a plan cached
+ * while the tables were small scans them whole.
+ */
+export async function waitFinished(what: string, busy: () => Promise<boolean>, tally: () => Promise<boolean>, timeoutMs = 180_000) {
+  const deadline = Date.now() + timeoutMs;
+  let tallied = Date.now();
+  for (;;) {
+    const idle = !(await busy());
+    if (idle || Date.now() - tallied >= 1000) {
+      if (await tally()) return;
+      tallied = Date.now();
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
 export function withDatabase(url: string, database: string): string {
   const u = new URL(url);
   u.pathname = `/${database}`;
