@@ -16,6 +16,16 @@ export function createSql(url: string, options: { max?: number; appName?: string
   });
 }
 
+/**
+ * Runs a constant statement unprepared, so PostgreSQL plans it for the values at hand each time.
+ * A prepared statement keeps the generic plan it made first; one made while the tables were small
+ * scans them whole, and nothing replaces it until the next ANALYZE. For the few hot statements
+ * whose only good plan is an index lookup. The text never varies; values are always parameters.
+ */
+export function plannedEachTime<T extends postgres.Row[]>(sql: Sql | TxSql, text: string, params: unknown[]) {
+  return sql.unsafe<T>(text, params as never[], { prepare: false });
+}
+
 /** Round-trips the database, bounded so a hung connection cannot stall readiness. */
 export async function pingDatabase(sql: Sql, timeoutMs = 1000): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;

@@ -1,4 +1,4 @@
-import type { Sql } from '../platform/db.ts';
+import { plannedEachTime, type Sql } from '../platform/db.ts';
 import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
 import { newId } from '../platform/ids.ts';
 import type { ParsedSinkMessage } from './parse.ts';
@@ -12,14 +12,18 @@ export type SinkKeep = { messages: number; bytes: number };
  * within those to the newest that fit in `keep.bytes` of raw source (the newest always stays).
  * Resolves once the message is committed and the prune that saw it has run.
  *
- * Messages arriving together share one INSERT, and their projects one prune each: the prune
- * reads every kept row of the project, so running it per batch rather than per message is what
- * keeps a busy sink's cost flat. A batch whose insert fails is retried a message at a time.
+ * Messages arriving together share one INSERT, and their projects one prune each. A batch whose
+ * insert fails is retried a message at a time.
  *
- * The prune runs after the insert commits, unlocked, so deliveries to one project commit side by
- * side: each prune sees every row committed before it, so the last one leaves exactly `keep`, and
- * a prune with an older view only deletes a subset of what a newer one does. Concurrent prunes
- * lock rows in the same index order, so they wait on each other rather than deadlock.
+ * Each project keeps a tally of the messages and bytes it has ever stored, and each message its
+ * place in that order (`seq`) and the bytes stored before it, so a prune finds where the kept
+ * messages begin with two index lookups, however many are kept. "Newest" is the order messages
+ * were stored in: within a process that is id order, since batches are written one at a time in
+ * the order their ids were made.
+ *
+ * The prune runs after the insert commits, unlocked: each prune reads the tally as committed, so
+ * the last one leaves exactly `keep`, and a prune with an older view only deletes a subset of
+ * what a newer one does.
  */
 export async function insertSinkMessage(sql: Sql, msg: CaughtMessage, keep: SinkKeep): Promise<string> {
   const id = newId('sinkMessage');
@@ -30,28 +34,59 @@ export async function insertSinkMessage(sql: Sql, msg: CaughtMessage, keep: Sink
 
 type Insert = { id: string; msg: CaughtMessage };
 
-const inserterFor = groupCommitPerPool((sql) => new GroupCommit((items: Insert[]) => insertBatch(sql, items), { maxBatch: 64 }));
+// One batch at a time, so places in the tally follow the order the ids were made.
+const inserterFor = groupCommitPerPool((sql) => new GroupCommit((items: Insert[]) => insertBatch(sql, items), { maxBatch: 64, maxInFlight: 1 }));
 
 async function insertBatch(sql: Sql, items: Insert[]): Promise<void[]> {
-  const rows = items.map(({ id, msg }) => ({
-    id,
-    project_id: msg.projectId,
-    email_id: msg.emailId,
-    from_address: msg.fromAddress,
-    to_addresses: msg.toAddresses,
-    cc_addresses: msg.ccAddresses,
-    subject: msg.subject,
-    text: msg.text,
-    html: msg.html,
-    headers: sql.json(msg.headers),
-    attachments: sql.json(msg.attachments),
-    raw: msg.raw,
-    size_bytes: msg.raw.length,
-  }));
-  // One notify per project rides in the insert's statement: no extra round trip, fired at commit.
-  await sql`
-    with caught as (insert into sink_messages ${sql(rows)} returning project_id)
-    select pg_notify(${SINK_CHANNEL}, project_id) from (select distinct project_id from caught) projects`;
+  const adding = new Map<string, { messages: number; bytes: number }>();
+  for (const { msg } of items) {
+    const sum = adding.get(msg.projectId) ?? { messages: 0, bytes: 0 };
+    sum.messages += 1;
+    sum.bytes += msg.raw.length;
+    adding.set(msg.projectId, sum);
+  }
+  await sql.begin(async (tx) => {
+    // Projects in one order, so two processes adding to the same ones never deadlock.
+    const additions = [...adding].sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([projectId, sum]) => ({ project_id: projectId, messages: sum.messages, bytes: sum.bytes }));
+    const tallies = await tx<{ projectId: string; messages: string; bytes: string }[]>`
+      insert into sink_tallies ${tx(additions)}
+      on conflict (project_id) do update
+        set messages = sink_tallies.messages + excluded.messages, bytes = sink_tallies.bytes + excluded.bytes
+      returning project_id, messages, bytes`;
+    // Where this batch starts in each project's order: the new totals less what it adds.
+    const next = new Map(tallies.map((t) => {
+      const sum = adding.get(t.projectId)!;
+      return [t.projectId, { seq: Number(t.messages) - sum.messages + 1, bytesBefore: Number(t.bytes) - sum.bytes }];
+    }));
+    const rows = items.map(({ id, msg }) => {
+      const place = next.get(msg.projectId)!;
+      const row = {
+        id,
+        project_id: msg.projectId,
+        email_id: msg.emailId,
+        from_address: msg.fromAddress,
+        to_addresses: msg.toAddresses,
+        cc_addresses: msg.ccAddresses,
+        subject: msg.subject,
+        text: msg.text,
+        html: msg.html,
+        headers: tx.json(msg.headers),
+        attachments: tx.json(msg.attachments),
+        raw: msg.raw,
+        size_bytes: msg.raw.length,
+        seq: place.seq,
+        bytes_before: place.bytesBefore,
+      };
+      place.seq += 1;
+      place.bytesBefore += msg.raw.length;
+      return row;
+    });
+    // One notify per project rides in the insert's statement: no extra round trip, fired at commit.
+    await tx`
+      with caught as (insert into sink_messages ${tx(rows)} returning project_id)
+      select pg_notify(${SINK_CHANNEL}, project_id) from (select distinct project_id from caught) projects`;
+  });
   return items.map(() => undefined);
 }
 
@@ -65,18 +100,26 @@ async function pruneBatch(sql: Sql, items: Prune[]): Promise<void[]> {
   return items.map(() => undefined);
 }
 
+/**
+ * Deletes every message before the first one kept: the later of the first of the newest
+ * `messages` and the first of those that fit in `bytes`, and never the newest. Planned each time,
+ * since a plan cached while the project's sink was small would scan it whole.
+ */
+export const PRUNE_STATEMENT = `
+  with tally as (select messages, bytes from sink_tallies where project_id = $1),
+  last_dropped as (
+    select least(
+      (select messages - 1 from tally),
+      greatest(
+        (select messages - $2 from tally),
+        (select seq from sink_messages
+         where project_id = $1 and bytes_before < (select bytes - $3 from tally)
+         order by bytes_before desc, seq desc limit 1))) as seq)
+  delete from sink_messages
+  where project_id = $1 and seq <= (select seq from last_dropped)`;
+
 function pruneProject(sql: Sql, projectId: string, keep: SinkKeep) {
-  return sql`
-    delete from sink_messages
-    where project_id = ${projectId}
-      and id <= (
-        select id from (
-          select id, row_number() over newest as n, sum(size_bytes) over newest as bytes
-          from sink_messages where project_id = ${projectId}
-          window newest as (order by id desc)
-        ) kept
-        where n > ${keep.messages} or (n > 1 and bytes > ${keep.bytes})
-        order by id desc limit 1)`;
+  return plannedEachTime(sql, PRUNE_STATEMENT, [projectId, keep.messages, keep.bytes]);
 }
 
 const SUMMARY = (sql: Sql) =>

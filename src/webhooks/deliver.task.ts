@@ -1,7 +1,7 @@
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { Config } from '../platform/config.ts';
-import type { Sql, TxSql } from '../platform/db.ts';
+import { plannedEachTime, type Sql, type TxSql } from '../platform/db.ts';
 import { commitShared } from '../platform/shared-commit.ts';
 import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
 import type { Logger } from '../platform/log.ts';
@@ -36,10 +36,8 @@ type AttemptKey = { projectId: string; deliveryId: string };
  * Deliveries with their endpoint and event, read at attempt time so a URL edit reaches queued
  * deliveries. Each row is matched on its own project.
  *
- * Sent unprepared, so PostgreSQL plans it for the ids at hand every time. A prepared statement
- * keeps the generic plan it made while the tables were small (a sequential scan of the
- * deliveries, each joined to every event of its project) until the next ANALYZE, and that plan
- * read ten times the pages of a fresh one. The text is constant; the ids are parameters.
+ * Planned each time: the generic plan a prepared statement kept from small tables scanned every
+ * delivery, each joined to every event of its project, and read ten times the pages.
  */
 const LOAD_ATTEMPTS = `
   select d.id, d.project_id, d.endpoint_id, d.status, d.attempt_count,
@@ -51,7 +49,7 @@ const LOAD_ATTEMPTS = `
   where d.id = any($1::text[]) and d.project_id = any($2::text[])`;
 
 async function loadAttempts(sql: Sql, keys: AttemptKey[]) {
-  const rows = await sql.unsafe<Attempt[]>(LOAD_ATTEMPTS, [keys.map((k) => k.deliveryId), keys.map((k) => k.projectId)], { prepare: false });
+  const rows = await plannedEachTime<Attempt[]>(sql, LOAD_ATTEMPTS, [keys.map((k) => k.deliveryId), keys.map((k) => k.projectId)]);
   const byId = new Map(rows.map((r) => [r.id, r]));
   // Ids are unique across projects; the check keeps each delivery to the project its job names.
   return keys.map((k) => {

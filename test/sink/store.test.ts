@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
-import { insertSinkMessage, sinkStatementCounts } from '../../src/sink/store.ts';
+import { insertSinkMessage, PRUNE_STATEMENT, sinkStatementCounts } from '../../src/sink/store.ts';
 
 const ctx = await createTestContext();
 
@@ -76,4 +76,51 @@ test('one message PostgreSQL refuses fails alone; the others caught with it are 
   assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
   const stored = await ctx.sql<{ subject: string }[]>`select subject from sink_messages where project_id = ${t.projectId} order by id`;
   assert.deepEqual(stored.map((r) => r.subject), ['ok 1', 'ok 2', 'ok 3']);
+});
+
+test('a prune reads a handful of pages, however many messages the project keeps', async () => {
+  const t = await ctx.tenant();
+  const keep = { messages: 1000, bytes: 1e9 };
+  const message = (i: number) => ({
+    projectId: t.projectId, emailId: null, raw: Buffer.alloc(1000, 'x'),
+    fromAddress: 'a@x.test', toAddresses: ['b@x.test'], ccAddresses: [], subject: `m${i}`,
+    text: null, html: null, headers: {}, attachments: [],
+  });
+  for (let start = 0; start < 1001; start += 100) {
+    await Promise.all(Array.from({ length: Math.min(100, 1001 - start) }, (_, i) => insertSinkMessage(ctx.sql, message(start + i), keep)));
+  }
+  const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from sink_messages where project_id = ${t.projectId}`;
+  assert.equal(n, 1000);
+  // The next message's prune, measured and rolled back: it drops one message and reads only
+  // the tally and the index entries around the cut, not the thousand rows kept.
+  await ctx.sql`insert into sink_tallies (project_id, messages, bytes) values (${t.projectId}, 0, 0)
+                on conflict (project_id) do update set messages = sink_tallies.messages + 1, bytes = sink_tallies.bytes + 1000`;
+  let pages = 0;
+  const rollback = new Error('rollback');
+  await ctx.sql.begin(async (tx) => {
+    const [{ 'QUERY PLAN': [plan] }] = await tx.unsafe(`explain (analyze, buffers, format json) ${PRUNE_STATEMENT}`, [t.projectId, keep.messages, keep.bytes]);
+    pages = plan.Plan['Shared Hit Blocks'] + plan.Plan['Shared Read Blocks'];
+    const [{ left }] = await tx<[{ left: number }]>`select count(*)::int as left from sink_messages where project_id = ${t.projectId}`;
+    assert.equal(left, 999, 'the tally moved on by one, so the oldest went');
+    throw rollback;
+  }).catch((err) => { if (err !== rollback) throw err; });
+  assert.ok(pages < 30, `the prune read ${pages} pages`);
+});
+
+test('a sink emptied through the API counts afresh from its next message', async () => {
+  const t = await ctx.tenant();
+  const message = (subject: string) => ({
+    projectId: t.projectId, emailId: null, raw: Buffer.from(subject),
+    fromAddress: 'a@x.test', toAddresses: ['b@x.test'], ccAddresses: [], subject,
+    text: null, html: null, headers: {}, attachments: [],
+  });
+  const keep = { messages: 2, bytes: 1e9 };
+  for (const s of ['a', 'b', 'c']) await insertSinkMessage(ctx.sql, message(s), keep);
+  await ctx.sql`delete from sink_messages where project_id = ${t.projectId}`;
+  const first = await insertSinkMessage(ctx.sql, message('d'), keep);
+  assert.deepEqual((await ctx.sql`select id from sink_messages where project_id = ${t.projectId}`).map((r) => r.id), [first]);
+  const ids = [first];
+  for (const s of ['e', 'f']) ids.push(await insertSinkMessage(ctx.sql, message(s), keep));
+  const kept = await ctx.sql<{ subject: string }[]>`select subject from sink_messages where project_id = ${t.projectId} order by id`;
+  assert.deepEqual(kept.map((r) => r.subject), ['e', 'f']);
 });
