@@ -29,17 +29,18 @@ export function sizeUpperBound(input: ComposeInput): number {
  * upper bound already shows the message fits.
  */
 export async function assertMessageSize(send: SendEmail, emailId: string, projectId: string, config: Config) {
-  const domain = addressparser(send.from, { flatten: true })[0]?.address.split('@')[1] || 'mailroom';
   const input: ComposeInput = {
     ...send,
-    messageId: `<${emailId}@${domain}>`,
+    // The sender's domain is part of the whole From value, so this is no shorter than the real one.
+    messageId: `<${emailId}@${send.from}>`,
     listUnsubscribeUrl: config.publicBaseUrl
       ? `${config.publicBaseUrl}/unsubscribe/${signUnsubscribeToken(config.secretKey, { projectId, emailId })}`
       : undefined,
   };
   const limitBytes = config.emailMaxMessageBytes;
   if (sizeUpperBound(input) <= limitBytes) return;
-  const sizeBytes = (await composeMime(input)).length;
+  const domain = addressparser(send.from, { flatten: true })[0]?.address.split('@')[1] || 'mailroom';
+  const sizeBytes = (await composeMime({ ...input, messageId: `<${emailId}@${domain}>` })).length;
   if (sizeBytes <= limitBytes) return;
   throw new ValidationError([{
     loc: ['body'],

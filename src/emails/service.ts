@@ -21,17 +21,21 @@ const statusOf = (send: SendEmail, now = Date.now()) =>
 export async function sendEmail(deps: SendDeps, projectId: string, idempotencyKey: string | undefined, body: unknown) {
   const { config, sql } = deps;
   const send = parseSendRequest(body);
-  const print = fingerprint(send);
-  let accepted: Accepted | undefined = idempotencyKey === undefined ? undefined : await findReplay(sql, projectId, idempotencyKey, print);
-  if (!accepted) {
+  let accepted: Accepted;
+  if (idempotencyKey === undefined) {
     const id = newId('email');
     await assertMessageSize(send, id, projectId, config);
-    accepted = idempotencyKey === undefined
-      ? { emailIds: [await acceptQueued(sql, { id, projectId, ...send })], replayed: false }
-      : await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
-        await q.insertQueuedEmails(tx, [{ id, projectId, ...send }]);
-        return [id];
-      });
+    accepted = { emailIds: [await acceptQueued(sql, { id, projectId, ...send })], replayed: false };
+  } else {
+    // Hashing the whole message is only needed to recognise a repeat under the same key.
+    const print = fingerprint(send);
+    const replay = await findReplay(sql, projectId, idempotencyKey, print);
+    const id = newId('email');
+    if (!replay) await assertMessageSize(send, id, projectId, config);
+    accepted = replay ?? await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
+      await q.insertQueuedEmails(tx, [{ id, projectId, ...send }]);
+      return [id];
+    });
   }
   return { id: accepted.emailIds[0]!, status: statusOf(send), replayed: accepted.replayed };
 }

@@ -98,8 +98,9 @@ test('a prune reads a handful of pages, however many messages the project keeps'
   let pages = 0;
   const rollback = new Error('rollback');
   await ctx.sql.begin(async (tx) => {
-    const [{ 'QUERY PLAN': [plan] }] = await tx.unsafe(`explain (analyze, buffers, format json) ${PRUNE_STATEMENT}`, [t.projectId, keep.messages, keep.bytes]);
-    pages = plan.Plan['Shared Hit Blocks'] + plan.Plan['Shared Read Blocks'];
+    const [row] = await tx.unsafe(`explain (analyze, buffers, format json) ${PRUNE_STATEMENT}`, [t.projectId, keep.messages, keep.bytes]);
+    const { Plan: plan } = (row as unknown as { 'QUERY PLAN': [{ Plan: Record<string, number> }] })['QUERY PLAN'][0];
+    pages = plan['Shared Hit Blocks']! + plan['Shared Read Blocks']!;
     const [{ left }] = await tx<[{ left: number }]>`select count(*)::int as left from sink_messages where project_id = ${t.projectId}`;
     assert.equal(left, 999, 'the tally moved on by one, so the oldest went');
     throw rollback;
