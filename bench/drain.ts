@@ -1,6 +1,6 @@
 import { run, Logger as WorkerLogger } from 'graphile-worker';
 import pg from 'pg';
-import { createSql, type Sql } from '../src/platform/db.ts';
+import { createSql, plannedEachTime, type Sql } from '../src/platform/db.ts';
 import { newId } from '../src/platform/ids.ts';
 import { createProject } from '../src/projects/service.ts';
 import { insertQueuedEmails } from '../src/emails/queries.ts';
@@ -28,7 +28,7 @@ async function enqueue(sql: Sql, projectId: string, count: number) {
 /** Waits until `expectSent` emails of the project are `sent`; any failure aborts the bench. */
 async function waitSent(sql: Sql, projectId: string, expectSent: number) {
   await waitFinished(`${expectSent} emails sent`, async () => {
-    const [row] = await sql.unsafe<[{ busy: boolean }]>(
+    const [row] = await plannedEachTime<[{ busy: boolean }]>(sql,
       `select exists (select 1 from emails where project_id = $1 and status in ('queued', 'sending')) as busy`, [projectId]);
     return row.busy;
   }, async () => {

@@ -1,6 +1,6 @@
 import { Pool } from 'undici';
 import { loadConfig } from '../src/platform/config.ts';
-import { createSql, type Sql } from '../src/platform/db.ts';
+import { createSql, plannedEachTime, type Sql } from '../src/platform/db.ts';
 import { newId } from '../src/platform/ids.ts';
 import { createProject } from '../src/projects/service.ts';
 import { recordEvent } from '../src/events/record.ts';
@@ -36,7 +36,7 @@ async function recordEvents(sql: Sql, projectId: string, count: number) {
 /** Waits until `expect` deliveries of the project are `delivered`; any failure aborts the bench. */
 async function waitDelivered(sql: Sql, projectId: string, expect: number) {
   await waitFinished(`${expect} webhook deliveries`, async () => {
-    const [row] = await sql.unsafe<[{ busy: boolean }]>(
+    const [row] = await plannedEachTime<[{ busy: boolean }]>(sql,
       `select exists (select 1 from webhook_deliveries where status = 'pending' and project_id = $1) as busy`, [projectId]);
     return row.busy;
   }, async () => {

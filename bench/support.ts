@@ -220,7 +220,7 @@ export async function waitUntil(what: string, check: () => Promise<boolean>, tim
  * Waits for a backlog the service is working through, without loading the database being
  * measured: `busy`, a lookup that stops at the first unfinished row, runs every 50 ms; `tally`,
  * a count over the whole backlog that throws on failures and says whether all is done, runs once
- * a second and when `busy` turns false. Send `busy` unprepared (`sql.unsafe`): a plan cached
+ * a second and when `busy` turns false. `busy` goes through `plannedEachTime`: a plan cached
  * while the tables were small scans them whole.
  */
 export async function waitFinished(what: string, busy: () => Promise<boolean>, tally: () => Promise<boolean>, timeoutMs = 180_000) {
