@@ -9,6 +9,7 @@ import { startSqsPolling } from './events/sqs-poll.ts';
 import { startSinkServer } from './sink/server.ts';
 import { closeSinkTransports } from './providers/sink-transport.ts';
 import { webhookDeliverTask } from './webhooks/deliver.task.ts';
+import { webhookFlushTask } from './webhooks/flush.task.ts';
 
 /** Every graphile-worker task, named `noun__verb`, one file each in its capability folder. */
 export function buildTaskList(deps: WorkerDeps): TaskList {
@@ -19,6 +20,7 @@ export function buildTaskList(deps: WorkerDeps): TaskList {
     maintenance__prune: pruneTask(deps),
     provider__refresh_quota: refreshQuotaTask(deps),
     webhook__deliver: webhookDeliverTask(deps),
+    webhook__flush: webhookFlushTask(deps),
   };
 }
 

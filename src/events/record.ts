@@ -1,7 +1,7 @@
 import type { PendingQuery, Row } from 'postgres';
 import type { Sql, TxSql } from '../platform/db.ts';
 import { ID_PREFIX, newId } from '../platform/ids.ts';
-import { DELIVER_MAX_ATTEMPTS } from '../webhooks/queries.ts';
+import { FLUSH_KEY_PREFIX, FLUSH_MAX_ATTEMPTS } from '../webhooks/queries.ts';
 
 export const EVENT_TYPES = [
   'email.sent',
@@ -28,10 +28,10 @@ export type EmailEvent = { type: EventType; data: Record<string, unknown>; dedup
 /**
  * One statement that records events for the emails `source` yields (as `id, project_id, tags`),
  * each event's `data` with the email's tags, one pending delivery per active endpoint of the
- * project, and their `webhook__deliver` jobs. `source` may itself change the email (an UPDATE …
- * RETURNING), so the change and everything it causes commit together in one round trip. A
- * repeated dedupe key records nothing. `add_jobs` is called only when there are deliveries: it
- * notifies the workers even for an empty list.
+ * project, and a `webhook__flush` job for each endpoint they go to. `source` may itself change
+ * the email (an UPDATE … RETURNING), so the change and everything it causes commit together in
+ * one round trip. A repeated dedupe key records nothing. `add_jobs` is called only when there
+ * are deliveries: it notifies the workers even for an empty list.
  *
  * Yields `matched` (rows of `source`) and `event_ids` (the events recorded, in order).
  */
@@ -51,14 +51,16 @@ export function recordEventsStatement(sql: Sql | TxSql, source: PendingQuery<Row
       select mailroom_new_id(${ID_PREFIX.delivery}), ev.project_id, w.id, ev.id, now()
       from new_events ev
       join webhook_endpoints w on w.project_id = ev.project_id and w.status = 'active'
-      returning id, project_id)
+      returning id, project_id, endpoint_id)
     select (select count(*)::int from source) as matched,
       array(select id from new_events order by id) as event_ids,
       case when exists (select 1 from new_deliveries) then (
         select count(*) from graphile_worker.add_jobs(array(
-          select row('webhook__deliver', json_build_object('delivery_id', d.id, 'project_id', d.project_id), null, now(),
-                     ${DELIVER_MAX_ATTEMPTS}, d.id, null, null)::graphile_worker.job_spec
-          from new_deliveries d)))
+          select row('webhook__flush', json_build_object('endpoint_id', f.endpoint_id, 'project_id', f.project_id), null, now(),
+                     ${FLUSH_MAX_ATTEMPTS}, ${FLUSH_KEY_PREFIX} || f.endpoint_id, null, null)::graphile_worker.job_spec
+          from (select distinct endpoint_id, project_id from new_deliveries) f
+          -- One order for every transaction, so two that flush the same endpoints cannot deadlock.
+          order by f.endpoint_id)))
       end as jobs`;
 }
 

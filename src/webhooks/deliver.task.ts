@@ -1,62 +1,10 @@
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
-import type { Config } from '../platform/config.ts';
-import { plannedEachTime, type Sql, type TxSql } from '../platform/db.ts';
-import { commitShared } from '../platform/shared-commit.ts';
+import type { Sql } from '../platform/db.ts';
 import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
-import type { Logger } from '../platform/log.ts';
-import { deliverJob } from './queries.ts';
-import { openSecret } from './secret.ts';
-import { signWebhook, standardWebhookHeaders } from './sign.ts';
-import { recordWebhookOutcome } from '../platform/metrics.ts';
-import { AUTO_DISABLE_AFTER, decideOutcome, type Outcome } from './outcome.ts';
-import { createWebhookTransport, USER_AGENT, type AttemptResult, type WebhookTransportOverrides } from './transport.ts';
+import { createAttempter, loadAttempts, type AttemptDeps, type AttemptKey } from './attempt.ts';
 
 const Payload = z.object({ delivery_id: z.string().min(1), project_id: z.string().min(1) });
-
-type Attempt = {
-  id: string;
-  projectId: string;
-  endpointId: string;
-  status: 'pending' | 'delivered' | 'failed';
-  attemptCount: number;
-  url: string;
-  endpointStatus: string;
-  secretEncrypted: Buffer;
-  eventId: string;
-  type: string;
-  emailId: string;
-  data: unknown;
-  eventCreatedAt: Date;
-};
-
-type AttemptKey = { projectId: string; deliveryId: string };
-
-/**
- * Deliveries with their endpoint and event, read at attempt time so a URL edit reaches queued
- * deliveries. Each row is matched on its own project.
- *
- * Planned each time: the generic plan a prepared statement kept from small tables scanned every
- * delivery, each joined to every event of its project, and read ten times the pages.
- */
-const LOAD_ATTEMPTS = `
-  select d.id, d.project_id, d.endpoint_id, d.status, d.attempt_count,
-         w.url, w.status as endpoint_status, w.secret_encrypted,
-         e.id as event_id, e.type, e.email_id, e.data, e.created_at as event_created_at
-  from webhook_deliveries d
-  join webhook_endpoints w on w.id = d.endpoint_id and w.project_id = d.project_id
-  join events e on e.id = d.event_id and e.project_id = d.project_id
-  where d.id = any($1::text[]) and d.project_id = any($2::text[])`;
-
-async function loadAttempts(sql: Sql, keys: AttemptKey[]) {
-  const rows = await plannedEachTime<Attempt[]>(sql, LOAD_ATTEMPTS, [keys.map((k) => k.deliveryId), keys.map((k) => k.projectId)]);
-  const byId = new Map(rows.map((r) => [r.id, r]));
-  // Ids are unique across projects; the check keeps each delivery to the project its job names.
-  return keys.map((k) => {
-    const row = byId.get(k.deliveryId);
-    return row?.projectId === k.projectId ? row : undefined;
-  });
-}
 
 /**
  * Deliveries starting together load in one query: jobs arrive in batches from the local queue,
@@ -75,107 +23,15 @@ export function attemptLoadQueries(sql: Sql): number {
 }
 
 /**
- * What follows a settled delivery, as the tail of the settling statement: reschedule (same job
- * key: graphile-worker hands the key from the running job to this later one), clear the
- * endpoint's failure count, or add to it (the tenth in a row disables it).
+ * `webhook__deliver`: one attempt of one delivery, for its retries (first attempts go in their
+ * endpoint's `webhook__flush`). Safe to run twice. A delivery a flush holds is left to it.
  */
-function followUp(sql: Sql | TxSql, a: Attempt, outcome: Outcome, attempted: boolean) {
-  if (outcome.status === 'pending') {
-    return sql`select ${deliverJob(sql, a.id, a.projectId, outcome.runAt)} from settled`;
-  }
-  if (outcome.status === 'delivered') {
-    return sql`
-      update webhook_endpoints w set consecutive_failures = 0, updated_at = now()
-      from settled where w.id = settled.endpoint_id and w.project_id = ${a.projectId} and w.consecutive_failures <> 0`;
-  }
-  // An endpoint switched off is not failing: a delivery settled without an attempt does not count.
-  if (!attempted) return sql`select 1 from settled`;
-  return sql`
-    update webhook_endpoints w set
-      consecutive_failures = w.consecutive_failures + 1,
-      status = case when w.status = 'active' and w.consecutive_failures + 1 >= ${AUTO_DISABLE_AFTER}
-                    then 'disabled_after_failures' else w.status end,
-      updated_at = now()
-    from settled where w.id = settled.endpoint_id and w.project_id = ${a.projectId}`;
-}
-
-/**
- * Records an attempt's outcome with its follow-up in one statement, committed together with the
- * other deliveries settling at the same moment (one WAL flush for many). The update is
- * conditional on the attempt count read before the POST: a second run of the same job that raced
- * this one, or a rerun after a lost commit answer, changes nothing.
- */
-/** An attempt's answer and when it came. */
-type Answered = { result: AttemptResult; at: Date };
-
-async function settle(sql: Sql, a: Attempt, outcome: Outcome, answered: Answered | null) {
-  await commitShared(sql, (tx) => settleStatement(tx, a, outcome, answered));
-  recordWebhookOutcome(outcome.status === 'pending' ? 'retried' : outcome.status);
-}
-
-function settleStatement(sql: Sql | TxSql, a: Attempt, outcome: Outcome, answered: Answered | null) {
-  // Settling without an attempt (endpoint switched off) keeps the last answer on record. The
-  // attempt's time is when it was answered, on the clock the next attempt's time was set by,
-  // not when a shared commit got round to it.
-  const attempt = answered
-    ? sql`, attempt_count = attempt_count + 1, last_attempt_at = ${answered.at},
-        response_status = ${answered.result.responseStatus}, response_body = ${answered.result.responseBody}`
-    : sql``;
-  return sql`
-    with settled as (
-      update webhook_deliveries set
-        status = ${outcome.status},
-        next_attempt_at = ${outcome.status === 'pending' ? outcome.runAt : null},
-        error = ${outcome.error}
-        ${attempt}
-      where id = ${a.id} and project_id = ${a.projectId} and status = 'pending' and attempt_count = ${a.attemptCount}
-      returning endpoint_id)
-    ${followUp(sql, a, outcome, answered !== null)}`;
-}
-
-export function webhookBody(a: Attempt): string {
-  return JSON.stringify({ id: a.eventId, type: a.type, email_id: a.emailId, created_at: a.eventCreatedAt.toISOString(), data: a.data });
-}
-
-export type DeliverDeps = { config: Config; sql: Sql; log: Logger; webhooks?: WebhookTransportOverrides };
-
-/** `webhook__deliver`: one attempt of one delivery. Safe to run twice. */
-export function webhookDeliverTask(deps: DeliverDeps): Task {
-  const { config, sql, log } = deps;
-  const transport = createWebhookTransport(config, deps.webhooks);
+export function webhookDeliverTask(deps: AttemptDeps): Task {
+  const attempter = createAttempter(deps);
   return async (raw) => {
     const payload = Payload.parse(raw);
-    const a = await loadAttempt(sql, payload.project_id, payload.delivery_id);
-    if (!a || a.status !== 'pending') return;
-    if (a.endpointStatus !== 'active') {
-      // Due for an endpoint that was switched off: settle without contacting it.
-      await settle(sql, a, { status: 'failed', error: 'endpoint_disabled' }, null);
-      return;
-    }
-    let secret: string;
-    try {
-      secret = openSecret(config, a.secretEncrypted);
-    } catch {
-      // Sealed under another SECRET_KEY: no attempt can ever be signed, so the delivery ends here
-      // rather than waiting forever. Re-saving the endpoint's secret in the dashboard fixes it.
-      await settle(sql, a, { status: 'failed', error: 'secret_unreadable' }, null);
-      log.warn({ delivery: a.id, endpoint: a.endpointId }, 'webhook secret cannot be decrypted (SECRET_KEY changed)');
-      return;
-    }
-    const body = webhookBody(a);
-    const timestamp = Math.floor(Date.now() / 1000);
-    const result = await transport.post(a.url, body, {
-      'content-type': 'application/json',
-      'user-agent': USER_AGENT,
-      'x-webhook-signature': signWebhook(secret, timestamp, body),
-      'x-webhook-timestamp': String(timestamp),
-      'x-webhook-event-id': a.eventId,
-      'x-webhook-event-type': a.type,
-      ...standardWebhookHeaders(secret, a.eventId, timestamp, body),
-    });
-    const answeredAt = new Date();
-    const outcome = decideOutcome(result, a.attemptCount + 1, config.webhookRetryBaseMs, answeredAt.getTime());
-    await settle(sql, a, outcome, { result, at: answeredAt });
-    log.debug({ delivery: a.id, endpoint: a.endpointId, attempt: a.attemptCount + 1, status: outcome.status, response_status: result.responseStatus, error: outcome.error }, 'webhook attempt');
+    const a = await loadAttempt(deps.sql, payload.project_id, payload.delivery_id);
+    if (!a || a.status !== 'pending' || a.leased) return;
+    await (await attempter.attempt(a)).settled;
   };
 }

@@ -90,8 +90,8 @@ export async function getSealedSecret(sql: Sql, projectId: string, endpointId: s
 }
 
 /**
- * The `webhook__deliver` job for one delivery, keyed by it so a reschedule replaces the waiting
- * one. Its own attempts only cover crashes; the backoff is the task's (deliver.task.ts).
+ * The `webhook__deliver` job for one retry of a delivery, keyed by it so a reschedule replaces the
+ * waiting one. Its own attempts only cover crashes; the backoff is the task's (attempt.ts).
  */
 export function deliverJob(sql: Sql | TxSql, deliveryId: string, projectId: string, runAt: Date | null = null) {
   return sql`graphile_worker.add_job('webhook__deliver',
@@ -102,8 +102,25 @@ export function deliverJob(sql: Sql | TxSql, deliveryId: string, projectId: stri
 /** A deliver job's own attempts only cover crashes; the delivery's retries are the task's. */
 export const DELIVER_MAX_ATTEMPTS = 3;
 
+/** A flush's own attempts only cover crashes, and a flush left with deliveries schedules the next. */
+export const FLUSH_MAX_ATTEMPTS = 25;
+
+/** Before an endpoint's id, the job key of its flush: one waits per endpoint, however many deliveries it has. */
+export const FLUSH_KEY_PREFIX = 'webhook__flush:';
+
 /**
- * A new pending delivery of the same event to the same endpoint, with its job, in one
+ * The `webhook__flush` job that posts an endpoint's deliveries not yet attempted, due now. Keyed
+ * by the endpoint: adding it again while one waits makes that one due now, and while one runs
+ * queues the next, which takes whatever the running one did not.
+ */
+export function flushJob(sql: Sql | TxSql, endpointId: string, projectId: string) {
+  return sql`graphile_worker.add_job('webhook__flush',
+    json_build_object('endpoint_id', ${endpointId}::text, 'project_id', ${projectId}::text),
+    job_key := ${FLUSH_KEY_PREFIX + endpointId}::text, max_attempts := ${FLUSH_MAX_ATTEMPTS})`;
+}
+
+/**
+ * A new pending delivery of the same event to the same endpoint, with its endpoint's flush, in one
  * transaction. Undefined when the delivery is not the endpoint's (or not the project's).
  */
 export async function insertRedelivery(sql: Sql, projectId: string, endpointId: string, deliveryId: string) {
@@ -113,7 +130,7 @@ export async function insertRedelivery(sql: Sql, projectId: string, endpointId: 
       select ${newId('delivery')}, project_id, endpoint_id, event_id, now(), id from webhook_deliveries
       where id = ${deliveryId} and endpoint_id = ${endpointId} and project_id = ${projectId}
       returning id, event_id, status, attempt_count, created_at, last_attempt_at, next_attempt_at, response_status, error`;
-    if (row) await tx`select ${deliverJob(tx, row.id, projectId)}`;
+    if (row) await tx`select ${flushJob(tx, endpointId, projectId)}`;
     return row;
   });
 }

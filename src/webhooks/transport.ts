@@ -20,6 +20,8 @@ export type AttemptResult = {
 };
 
 export type WebhookTransport = {
+  /** How long one attempt may take, connect to captured body. */
+  timeoutMs: number;
   post(url: string, body: string, headers: Record<string, string>): Promise<AttemptResult>;
   close(): Promise<void>;
 };
@@ -48,6 +50,7 @@ export function createWebhookTransport(config: Config, overrides: WebhookTranspo
   });
 
   return {
+    timeoutMs,
     async post(url, body, headers) {
       // One deadline for the whole attempt: connect, headers and the captured body.
       const signal = AbortSignal.timeout(timeoutMs);

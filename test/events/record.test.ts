@@ -26,7 +26,7 @@ async function jobNotificationsDuring(during: () => Promise<unknown>) {
   return seen.filter((p) => p !== 'marker');
 }
 
-test('an event fans out to every active endpoint in one statement: well-formed delivery ids, one job each, tags in the data', async () => {
+test('an event fans out to every active endpoint in one statement: well-formed delivery ids, one flush job per endpoint, tags in the data', async () => {
   const t = await ctx.tenant('fanout');
   const endpoints = [];
   for (let i = 0; i < 3; i++) endpoints.push((await createEndpoint(ctx.sql, ctx.config, t.projectId, `http://127.0.0.1:9/h${i}`)).endpoint);
@@ -47,12 +47,13 @@ test('an event fans out to every active endpoint in one statement: well-formed d
     assert.ok(isWellFormedId('delivery', d.id), d.id);
     assert.equal(d.status, 'pending');
   }
-  const jobs = await ctx.sql<{ key: string; payload: { delivery_id: string; project_id: string } }[]>`
+  // One flush job per endpoint, keyed by it, whatever number of deliveries it has waiting.
+  const jobs = await ctx.sql<{ key: string; payload: { endpoint_id: string; project_id: string } }[]>`
     select j.key, j.payload from graphile_worker._private_jobs j
-    join graphile_worker._private_tasks t on t.id = j.task_id and t.identifier = 'webhook__deliver'
+    join graphile_worker._private_tasks t on t.id = j.task_id and t.identifier = 'webhook__flush'
     where j.payload->>'project_id' = ${t.projectId} order by j.key`;
-  assert.deepEqual(jobs.map((j) => j.key).sort(), deliveries.map((d) => d.id).sort());
-  assert.ok(jobs.every((j) => j.payload.delivery_id === j.key));
+  assert.deepEqual(jobs.map((j) => j.payload.endpoint_id), deliveries.map((d) => d.endpointId));
+  assert.ok(jobs.every((j) => j.key === `webhook__flush:${j.payload.endpoint_id}`));
   const [event] = await ctx.sql<[{ data: { tags: unknown } }]>`select data from events where email_id = ${emailId}`;
   assert.deepEqual(event.data.tags, [{ name: 'flow', value: 'welcome' }]);
 

@@ -9,8 +9,11 @@ import { selfSignedCertificate, startHttpsReceiver } from '../helpers/https-rece
 import { waitFor } from '../helpers/wait.ts';
 import { createEndpoint, updateEndpoint } from '../../src/webhooks/service.ts';
 import { attemptLoadQueries, webhookDeliverTask } from '../../src/webhooks/deliver.task.ts';
+import { createAttempter } from '../../src/webhooks/attempt.ts';
+import { FLUSH_IN_FLIGHT, flushEndpoint } from '../../src/webhooks/flush.task.ts';
+import { setTimeout } from 'node:timers/promises';
 import { createLogger } from '../../src/platform/log.ts';
-import { deliveriesFor, emitEvent, endpointState, fakeDns, receiverVerifies, webhookWorker } from './helpers.ts';
+import { deliveriesFor, emitEvent, emitEvents, endpointState, fakeDns, receiverVerifies, unqueuedDelivery, webhookWorker } from './helpers.ts';
 
 const worker = webhookWorker();
 // Loopback is let through the private-address rule the way an operator would for an internal receiver.
@@ -331,15 +334,8 @@ describe('webhook delivery', { concurrency: true }, () => {
     const a = await endpointAt('/shared-load-a');
     const b = await endpointAt('/shared-load-b');
     // Deliveries with no job, so only the runs below attempt them.
-    const pending = async (t: typeof a, id: string) => {
-      const { eventId } = await emitEvent(ctx.sql, t.projectId);
-      await ctx.sql`delete from webhook_deliveries where event_id = ${eventId}`;
-      await ctx.sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id)
-                    values (${id}, ${t.projectId}, ${t.endpoint.id}, ${eventId})`;
-      return { eventId };
-    };
-    const first = await pending(a, 'whd_shared_a');
-    const second = await pending(b, 'whd_shared_b');
+    const first = await unqueuedDelivery(ctx.sql, a.projectId, a.endpoint.id, 'whd_shared_a');
+    const second = await unqueuedDelivery(ctx.sql, b.projectId, b.endpoint.id, 'whd_shared_b');
     // A pool of its own, so the worker's other attempts in this file don't share its queries.
     const sql = createSql(ctx.url, { max: 2 });
     after(() => sql.end());
@@ -362,10 +358,7 @@ describe('webhook delivery', { concurrency: true }, () => {
 
   test('the attempt load is planned afresh each time, never kept as a prepared statement', async () => {
     const t = await endpointAt('/unprepared-load');
-    const { eventId } = await emitEvent(ctx.sql, t.projectId);
-    await ctx.sql`delete from webhook_deliveries where event_id = ${eventId}`;
-    await ctx.sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id)
-                  values ('whd_unprepared', ${t.projectId}, ${t.endpoint.id}, ${eventId})`;
+    await unqueuedDelivery(ctx.sql, t.projectId, t.endpoint.id, 'whd_unprepared');
     // One connection, so the statements the task prepared are the ones this session lists.
     const sql = createSql(ctx.url, { max: 1 });
     after(() => sql.end());
@@ -375,5 +368,95 @@ describe('webhook delivery', { concurrency: true }, () => {
     const prepared = (await sql<{ statement: string }[]>`select statement from pg_prepared_statements`).map((r) => r.statement);
     assert.ok(prepared.some((s) => s.includes('update webhook_deliveries')), 'the settle is prepared as usual');
     assert.ok(!prepared.some((s) => s.includes('from webhook_deliveries d')), 'the load is not');
+  });
+  test('a flush posts its endpoint\'s deliveries several at once, each once, never more than its limit at once', async () => {
+    const t = await endpointAt('/flush-batch');
+    let inFlight = 0;
+    let most = 0;
+    scripts.set('/flush-batch', async () => {
+      most = Math.max(most, ++inFlight);
+      await setTimeout(20);
+      inFlight--;
+      return { status: 200, body: 'ok' };
+    });
+    await emitEvents(ctx.sql, t.projectId, 40);
+    const rows = await settled(t.endpoint.id, 40);
+    assert.ok(rows.every((r) => r.status === 'delivered' && r.attemptCount === 1 && r.responseStatus === 200));
+    const requests = t.requests();
+    assert.equal(requests.length, 40);
+    assert.equal(new Set(requests.map((r) => r.headers['webhook-id'])).size, 40, 'each event was sent once');
+    assert.ok(requests.every((r) => receiverVerifies(t.secret, r.headers, r.body)));
+    assert.ok(most > 1, `requests went out together (${most} at most)`);
+    assert.ok(most <= FLUSH_IN_FLIGHT, `at most ${FLUSH_IN_FLIGHT} at once to one endpoint, saw ${most}`);
+  });
+
+  test('once failures disable the endpoint in the middle of a flush, the rest settle as endpoint_disabled unsent', async () => {
+    const t = await endpointAt('/flush-gone');
+    scripts.set('/flush-gone', () => ({ status: 410, body: 'gone' }));
+    await emitEvents(ctx.sql, t.projectId, 30);
+    const rows = await settled(t.endpoint.id, 30);
+    const posted = rows.filter((r) => r.attemptCount === 1);
+    const unsent = rows.filter((r) => r.attemptCount === 0);
+    assert.ok(posted.every((r) => r.status === 'failed' && r.responseStatus === 410 && r.error === 'http_error'));
+    assert.ok(unsent.every((r) => r.status === 'failed' && r.responseStatus === null && r.error === 'endpoint_disabled'));
+    assert.equal(t.requests().length, posted.length);
+    // The tenth failure disables it; only requests already out by then may still have gone.
+    assert.ok(posted.length >= 10 && posted.length < 10 + FLUSH_IN_FLIGHT, `${posted.length} were sent`);
+    const ep = await endpointState(ctx.sql, t.endpoint.id);
+    assert.equal(ep.status, 'disabled_after_failures');
+    assert.equal(ep.consecutiveFailures, posted.length, 'every failed request counts, none of the unsent');
+  });
+
+  test('two flushes of one endpoint at once send each delivery once; one held by a flush that died goes when its lease runs out', async () => {
+    const t = await endpointAt('/flush-twice');
+    const deliveries = [];
+    for (let i = 0; i < 24; i++) deliveries.push(await unqueuedDelivery(ctx.sql, t.projectId, t.endpoint.id));
+    const held = deliveries[0]!;
+    // As a flush that claimed it and then died would leave it.
+    await ctx.sql`update webhook_deliveries set leased_until = now() + interval '1500 milliseconds' where id = ${held.id}`;
+    // A pool of its own, so these runs share no query with the worker's.
+    const sql = createSql(ctx.url, { max: 4 });
+    after(() => sql.end());
+    const deps = { config: ctx.config, sql, log: createLogger('silent'), webhooks: overrides };
+    const attempter = createAttempter(deps);
+    await Promise.all([flushEndpoint(sql, attempter, t.projectId, t.endpoint.id), flushEndpoint(sql, attempter, t.projectId, t.endpoint.id)]);
+    const sent = t.requests().map((r) => r.headers['webhook-id']);
+    assert.equal(sent.length, 23, 'every free delivery sent, by one flush or the other');
+    assert.equal(new Set(sent).size, 23, 'none sent twice');
+    assert.ok(!sent.includes(held.eventId), 'the held one waits for its lease');
+    // A retry job for the held delivery leaves it to the flush that holds it.
+    await webhookDeliverTask(deps)({ delivery_id: held.id, project_id: t.projectId }, {} as never);
+    assert.equal(t.requests().length, 23);
+    // The flushes left a job for when the lease runs out; the worker runs it.
+    const rows = await settled(t.endpoint.id, 24);
+    assert.ok(rows.every((r) => r.status === 'delivered' && r.attemptCount === 1));
+    assert.equal(t.requests().filter((r) => r.headers['webhook-id'] === held.eventId).length, 1);
+  });
+
+  test('a flush told to stop lets go of what it has not sent, and a flush to come sends it', async () => {
+    const t = await endpointAt('/flush-stop');
+    const stop = new AbortController();
+    let release = () => {};
+    const released = new Promise<void>((resolve) => { release = resolve; });
+    // The first round is held open; the stop comes while it is out.
+    scripts.set('/flush-stop', async () => {
+      stop.abort();
+      await released;
+      return { status: 200, body: 'ok' };
+    });
+    const count = FLUSH_IN_FLIGHT + 4;
+    for (let i = 0; i < count; i++) await unqueuedDelivery(ctx.sql, t.projectId, t.endpoint.id);
+    const sql = createSql(ctx.url, { max: 4 });
+    after(() => sql.end());
+    const attempter = createAttempter({ config: ctx.config, sql, log: createLogger('silent'), webhooks: overrides });
+    const flushing = flushEndpoint(sql, attempter, t.projectId, t.endpoint.id, stop.signal);
+    await waitFor('the first round', async () => t.requests().length === FLUSH_IN_FLIGHT);
+    release();
+    await flushing;
+    // The worker's flush, queued by the one that stopped, sends the rest.
+    const rows = await settled(t.endpoint.id, count);
+    assert.ok(rows.every((r) => r.status === 'delivered' && r.attemptCount === 1));
+    assert.equal(new Set(t.requests().map((r) => r.headers['webhook-id'])).size, count);
+    assert.equal(t.requests().length, count);
   });
 });

@@ -80,3 +80,35 @@ export function receiverVerifies(secret: string, headers: IncomingHttpHeaders, r
   const b = Buffer.from(expected);
   return a.length === b.length && timingSafeEqual(a, b);
 }
+
+/**
+ * A pending delivery of a new event that no job will attempt, for tests that run a task or a
+ * flush themselves: the event is written directly, not through recordEvent, so nothing is queued.
+ */
+export async function unqueuedDelivery(sql: Sql, projectId: string, endpointId: string, id = newId('delivery')) {
+  const emailId = newId('email');
+  const eventId = newId('event');
+  await sql.begin(async (tx: TxSql) => {
+    await tx`
+      insert into emails (id, project_id, from_address, to_addresses, subject, text)
+      values (${emailId}, ${projectId}, 'sender@example.com', ${['someone@example.com']}, 'hello', 'hi')`;
+    await tx`
+      insert into events (id, project_id, email_id, type, data)
+      values (${eventId}, ${projectId}, ${emailId}, 'email.delivered', ${tx.json({ to: ['someone@example.com'], smtp_response: '250 ok' })})`;
+    await tx`insert into webhook_deliveries (id, project_id, endpoint_id, event_id) values (${id}, ${projectId}, ${endpointId}, ${eventId})`;
+  });
+  return { id, eventId };
+}
+
+/** `count` emails with one event each, recorded in one transaction the way the send task records them. */
+export async function emitEvents(sql: Sql, projectId: string, count: number) {
+  await sql.begin(async (tx: TxSql) => {
+    for (let i = 0; i < count; i++) {
+      const emailId = newId('email');
+      await tx`
+        insert into emails (id, project_id, from_address, to_addresses, subject, text)
+        values (${emailId}, ${projectId}, 'sender@example.com', ${['someone@example.com']}, 'hello', 'hi')`;
+      await recordEvent(tx, { projectId, emailId, type: 'email.delivered', data: { to: ['someone@example.com'], smtp_response: '250 ok' } });
+    }
+  });
+}
