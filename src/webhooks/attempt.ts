@@ -1,6 +1,7 @@
 import type { Config } from '../platform/config.ts';
 import { plannedEachTime, type Sql, type TxSql } from '../platform/db.ts';
 import { commitShared } from '../platform/shared-commit.ts';
+import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
 import type { Logger } from '../platform/log.ts';
 import { recordWebhookOutcome } from '../platform/metrics.ts';
 import { deliverJob } from './queries.ts';
@@ -114,14 +115,56 @@ function settleStatement(sql: Sql | TxSql, a: Attempt, outcome: Outcome, answere
     ${followUp(sql, a, outcome, answered !== null)}`;
 }
 
+type Delivered = { a: Attempt; answered: Answered };
+
 /**
- * Settles in a transaction shared with the other deliveries settling at the same moment (one WAL
- * flush for many). Resolves with the endpoint's status if this outcome changed it.
+ * Deliveries answered 2xx at about the same moment, settled in one statement with the reset of
+ * their endpoints' failure counts: the common outcome, where a statement per delivery cost
+ * PostgreSQL more than the rows it changed. Each update is conditional as in settleStatement.
+ * The id list lets the update find its rows by primary key whatever the planner knows of the table.
+ */
+async function settleDelivered(sql: Sql, items: Delivered[]): Promise<(string | undefined)[]> {
+  const answers = items.map(({ a, answered }) => ({
+    id: a.id, project_id: a.projectId, attempt_count: a.attemptCount, answered_at: answered.at.toISOString(),
+    response_status: answered.result.responseStatus, response_body: answered.result.responseBody,
+  }));
+  const rows = await sql<{ id: string; endpointStatus: string | null }[]>`
+    with answered as (
+      select * from jsonb_to_recordset(${sql.json(answers as never)})
+        as a(id text, project_id text, attempt_count int, answered_at timestamptz, response_status int, response_body text)),
+    settled as (
+      update webhook_deliveries d set
+        status = 'delivered', next_attempt_at = null, error = null, leased_until = null,
+        attempt_count = d.attempt_count + 1, last_attempt_at = a.answered_at,
+        response_status = a.response_status, response_body = a.response_body
+      from answered a
+      where d.id = any(${answers.map((x) => x.id)}::text[]) and d.id = a.id and d.project_id = a.project_id
+        and d.status = 'pending' and d.attempt_count = a.attempt_count
+      returning d.id, d.endpoint_id, d.project_id),
+    reset as (
+      update webhook_endpoints w set consecutive_failures = 0, updated_at = now()
+      from (select distinct endpoint_id, project_id from settled) s
+      where w.id = s.endpoint_id and w.project_id = s.project_id and w.consecutive_failures <> 0
+      returning w.id, w.status)
+    select s.id, r.status as endpoint_status from settled s left join reset r on r.id = s.endpoint_id`;
+  const endpointStatus = new Map(rows.map((r) => [r.id, r.endpointStatus ?? undefined]));
+  return items.map(({ a }) => endpointStatus.get(a.id));
+}
+
+const deliveredSettlerFor = groupCommitPerPool((sql) => new GroupCommit((items: Delivered[]) => settleDelivered(sql, items), { maxBatch: 64 }));
+
+/**
+ * Settles a delivery, resolving once its outcome is committed with the endpoint's status if the
+ * outcome changed it. 2xx answers settle many to a statement; other outcomes each have a
+ * statement of their own, in a transaction shared with the others settling at the same moment.
+ * Either way one WAL flush serves many deliveries.
  */
 async function settle(sql: Sql, a: Attempt, outcome: Outcome, answered: Answered | null): Promise<string | undefined> {
-  const rows = await commitShared(sql, (tx) => settleStatement(tx, a, outcome, answered));
+  const endpointStatus = outcome.status === 'delivered' && answered
+    ? await deliveredSettlerFor(sql).run({ a, answered })
+    : (await commitShared(sql, (tx) => settleStatement(tx, a, outcome, answered)))[0]?.endpointStatus;
   recordWebhookOutcome(outcome.status === 'pending' ? 'retried' : outcome.status);
-  return rows[0]?.endpointStatus;
+  return endpointStatus;
 }
 
 export function webhookBody(a: Attempt): string {
