@@ -3,20 +3,9 @@ import { deriveKey, safeEqual } from '../platform/crypto.ts';
 
 export type UnsubscribeTarget = { projectId: string; emailId: string };
 
-const keys = new Map<string, Buffer>();
-
-/** Kept apart from the credential key by its own HKDF purpose; derived once per secret. */
-function keyFor(secretKey: string): Buffer {
-  let key = keys.get(secretKey);
-  if (!key) {
-    key = deriveKey(secretKey, 'unsubscribe-tokens');
-    keys.set(secretKey, key);
-  }
-  return key;
-}
-
+/** Keyed apart from the credential key by its own HKDF purpose. */
 function mac(secretKey: string, payload: string): string {
-  return createHmac('sha256', keyFor(secretKey)).update(`unsubscribe.v1.${payload}`).digest('base64url');
+  return createHmac('sha256', deriveKey(secretKey, 'unsubscribe-tokens')).update(`unsubscribe.v1.${payload}`).digest('base64url');
 }
 
 /** `<base64url JSON {p, e}>.<base64url HMAC-SHA256>`: URL-safe, names the project and the email. */

@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, createSecretKey } from 'node:crypto';
 import { hmacSha256Hex } from '../platform/crypto.ts';
 import { standardSigningKey } from './secret.ts';
 
@@ -8,7 +8,7 @@ import { standardSigningKey } from './secret.ts';
  */
 export function signWebhook(secret: string, timestamp: number, rawBody: string | Buffer): string {
   const signed = Buffer.concat([Buffer.from(`${timestamp}.`, 'utf8'), Buffer.isBuffer(rawBody) ? rawBody : Buffer.from(rawBody, 'utf8')]);
-  return `v1=${hmacSha256Hex(Buffer.from(secret, 'utf8'), signed)}`;
+  return `v1=${hmacSha256Hex(secret, signed)}`;
 }
 
 /**
@@ -17,6 +17,7 @@ export function signWebhook(secret: string, timestamp: number, rawBody: string |
  * `"<id>.<timestamp>.<raw body>"`, keyed by the secret's decoded bytes.
  */
 export function standardWebhookHeaders(secret: string, eventId: string, timestamp: number, rawBody: string): Record<string, string> {
-  const signature = createHmac('sha256', standardSigningKey(secret)).update(`${eventId}.${timestamp}.${rawBody}`).digest('base64');
+  // A KeyObject: Node 24 prepares a Buffer key afresh on every HMAC, at several times the HMAC's cost.
+  const signature = createHmac('sha256', createSecretKey(standardSigningKey(secret))).update(`${eventId}.${timestamp}.${rawBody}`).digest('base64');
   return { 'webhook-id': eventId, 'webhook-timestamp': String(timestamp), 'webhook-signature': `v1,${signature}` };
 }
