@@ -5,15 +5,16 @@ import { newId } from '../src/platform/ids.ts';
 import { createProject } from '../src/projects/service.ts';
 import { recordEvent } from '../src/events/record.ts';
 import { createEndpoint } from '../src/webhooks/service.ts';
+import { FLUSH_IN_FLIGHT } from '../src/webhooks/flush.task.ts';
 import { cpuDuring, QUICK, ratio, round, spawnMailroom, waitFinished, withWorker, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * Webhook deliveries per second from one worker process (default concurrency) to a local HTTP
- * receiver, against a bare undici POST loop to the same receiver at the same concurrency.
- * Development mode lets the endpoint be http on loopback. The clock starts when the batch of
- * events commits and stops when the last delivery is `delivered`.
+ * receiver, against a bare undici POST loop to the same receiver with as many requests in flight
+ * as a flush keeps to one endpoint. Development mode lets the endpoint be http on loopback. The
+ * clock starts when the batch of events commits and stops when the last delivery is `delivered`.
  */
-const CONCURRENCY = 8;
+const CONCURRENCY = FLUSH_IN_FLIGHT;
 const EVENTS = QUICK ? 300 : 3000;
 const WARMUP = QUICK ? 50 : 200;
 /** The bare loop is fast, so it runs longer than the worker's batch for a steadier figure. */
@@ -73,7 +74,7 @@ async function bareLoop(url: string, count: number): Promise<number> {
 }
 
 export async function fanout(ctx: BenchContext): Promise<BenchResult> {
-  const env = { ...ctx.env, NODE_ENV: 'development', WORKER_CONCURRENCY: String(CONCURRENCY), SINK_SMTP_PORT: '0' };
+  const env = { ...ctx.env, NODE_ENV: 'development', SINK_SMTP_PORT: '0' };
   const config = loadConfig(env, { requireRedis: false });
   const sql = createSql(ctx.databaseUrl, { max: 2 });
   const receiver = spawnMailroom('bench/receiver.ts', {});
