@@ -103,6 +103,7 @@ export async function flushEndpoint(sql: Sql, attempter: Attempter, projectId: s
   // commit instead: the one that disables the endpoint stops the requests not yet out, so no more
   // than the requests already in flight go after it.
   const settling = new Set<Promise<void>>();
+  const errors: unknown[] = [];
   const lanes = await Promise.allSettled(Array.from({ length: FLUSH_IN_FLIGHT }, async () => {
     for (let item = await next(); item; item = await next()) {
       if (signal?.aborted || performance.now() - item.at > staleAfterMs) {
@@ -113,17 +114,21 @@ export async function flushEndpoint(sql: Sql, attempter: Attempter, projectId: s
       const tracked: Promise<void> = settled.then((endpointStatus) => {
         if (endpointStatus !== undefined && endpointStatus !== 'active') endpointOff = true;
       }).finally(() => settling.delete(tracked));
-      // Looked at once the lanes are done; until then a failure must not count as unhandled.
-      tracked.catch(() => {});
+      tracked.catch((err: unknown) => errors.push(err));
       settling.add(tracked);
       if (countsAgainst) await tracked;
       else if (settling.size >= MAX_SETTLING) await Promise.race(settling).catch(() => {});
     }
   }));
-  const settles = await Promise.allSettled([...settling]);
+  await Promise.allSettled([...settling]);
+  // A claim still on its way when the lanes stopped (a stop or the budget came meanwhile), and
+  // whatever the lanes left, are let go rather than left leased with no flush to come.
+  await claiming?.catch(() => {});
+  unattempted.push(...claimed.splice(0).map((c) => c.a.id));
   await handOver(sql, projectId, endpointId, unattempted);
-  const failed = [...lanes, ...settles].find((l): l is PromiseRejectedResult => l.status === 'rejected');
+  const failed = lanes.find((l): l is PromiseRejectedResult => l.status === 'rejected');
   if (failed) throw failed.reason;
+  if (errors.length) throw errors[0];
 }
 
 /** `webhook__flush`: the first attempts of one endpoint's deliveries. Safe to run twice, or two at once. */
