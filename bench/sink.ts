@@ -9,7 +9,7 @@ import MailComposer from 'nodemailer/lib/mail-composer/index.js';
 import { createSql } from '../src/platform/db.ts';
 import { createProject } from '../src/projects/service.ts';
 import { createApiKey } from '../src/keys/service.ts';
-import { freePort, QUICK, ratio, round, spawnRole, spawnService, waitForPort, type BenchContext, type BenchResult } from './support.ts';
+import { cpuDuring, freePort, QUICK, ratio, round, spawnRole, spawnService, waitForPort, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * SMTP messages per second caught, parsed (mailparser) and stored by Mailroom's sink, against
@@ -37,8 +37,11 @@ async function composeMessage(): Promise<Buffer> {
   }).compile().build();
 }
 
-/** Seconds to send `count` messages through one pooled client, after a warm-up on the same connections. */
-async function load(port: number, pass: string, raw: Buffer, count: number): Promise<number> {
+/**
+ * Sends `count` messages through one pooled client, after a warm-up on the same connections;
+ * the seconds they took and the CPU the server (`pids`) used meanwhile.
+ */
+async function load(port: number, pass: string, raw: Buffer, count: number, pids: Record<string, number>) {
   const transport = nodemailer.createTransport({
     pool: true, maxConnections: CONNECTIONS, maxMessages: Infinity,
     host: '127.0.0.1', port, secure: false, ignoreTLS: true, auth: { user: 'bench', pass },
@@ -46,9 +49,7 @@ async function load(port: number, pass: string, raw: Buffer, count: number): Pro
   const send = (n: number) => Promise.all(Array.from({ length: n }, () => transport.sendMail({ envelope: { from: FROM, to: [TO] }, raw })));
   try {
     await send(WARMUP);
-    const started = performance.now();
-    await send(count);
-    return (performance.now() - started) / 1000;
+    return await cpuDuring(pids, () => send(count));
   } finally {
     transport.close();
   }
@@ -75,7 +76,7 @@ async function postfixCeiling(raw: Buffer) {
   const server = spawnService(SMTP_SINK, ['-u', 'nobody', '-m', '256', `127.0.0.1:${port}`, '256']);
   try {
     await waitForPort(port);
-    const seconds = await load(port, 'any-password', raw, MESSAGES);
+    const { seconds } = await load(port, 'any-password', raw, MESSAGES, { smtp_sink: server.pid });
     return { rate: MESSAGES / seconds, smtpSource: await smtpSourceRate(port, raw) };
   } finally {
     await server.stop();
@@ -90,10 +91,11 @@ export async function sink(ctx: BenchContext): Promise<BenchResult> {
     const { key } = await createApiKey(sql, project.id, 'bench');
     const worker = spawnRole('worker', { ...ctx.env, SINK_SMTP_PORT: '0', SINK_MAX_MESSAGES: String(WARMUP + MESSAGES) });
     let seconds: number;
+    let cpu: Record<string, number>;
     try {
       const { port } = await worker.logLine('smtp sink listening');
       await worker.logLine('worker running');
-      seconds = await load(Number(port), key, raw, MESSAGES);
+      ({ seconds, cpu } = await load(Number(port), key, raw, MESSAGES, { worker: worker.pid }));
     } finally {
       await worker.stop();
     }
@@ -112,6 +114,7 @@ export async function sink(ctx: BenchContext): Promise<BenchResult> {
       smtp_source_into_smtp_sink_per_s: postfix ? round(postfix.smtpSource) : null,
       messages: MESSAGES,
       concurrency: CONNECTIONS,
+      cpu_s: cpu,
     };
   } finally {
     await sql.end();
