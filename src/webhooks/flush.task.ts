@@ -2,7 +2,7 @@ import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { Sql } from '../platform/db.ts';
 import { createAttempter, loadAttempts, type Attempt, type AttemptDeps, type Attempter } from './attempt.ts';
-import { FLUSH_KEY_PREFIX, FLUSH_MAX_ATTEMPTS } from './queries.ts';
+import { flushJob } from './queries.ts';
 
 const Payload = z.object({ endpoint_id: z.string().min(1), project_id: z.string().min(1) });
 
@@ -61,11 +61,9 @@ async function handOver(sql: Sql, projectId: string, endpointId: string, unattem
       update webhook_deliveries set leased_until = null
       where id = any(${unattempted}) and project_id = ${projectId} and status = 'pending' and attempt_count = 0`;
   }
+  const schedule = { runAt: sql`greatest(t.due, now())`, keyMode: sql`case when t.due <= now() then 'replace' else 'preserve_run_at' end` };
   await sql`
-    select graphile_worker.add_job('webhook__flush',
-      json_build_object('endpoint_id', ${endpointId}::text, 'project_id', ${projectId}::text),
-      run_at := greatest(t.due, now()), job_key := ${FLUSH_KEY_PREFIX + endpointId}::text, max_attempts := ${FLUSH_MAX_ATTEMPTS},
-      job_key_mode := case when t.due <= now() then 'replace' else 'preserve_run_at' end)
+    select ${flushJob(sql, endpointId, projectId, schedule)}
     from (select min(coalesce(leased_until, now())) as due from webhook_deliveries
           where endpoint_id = ${endpointId} and project_id = ${projectId} and status = 'pending' and attempt_count = 0) t
     where t.due is not null`;

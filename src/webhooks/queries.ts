@@ -1,3 +1,4 @@
+import type { PendingQuery, Row } from 'postgres';
 import type { Sql, TxSql } from '../platform/db.ts';
 import { newId } from '../platform/ids.ts';
 import type { DeliveryRow, EndpointRow } from './schemas.ts';
@@ -109,14 +110,16 @@ export const FLUSH_MAX_ATTEMPTS = 25;
 export const FLUSH_KEY_PREFIX = 'webhook__flush:';
 
 /**
- * The `webhook__flush` job that posts an endpoint's deliveries not yet attempted, due now. Keyed
- * by the endpoint: adding it again while one waits makes that one due now, and while one runs
- * queues the next, which takes whatever the running one did not.
+ * The `webhook__flush` job that posts an endpoint's deliveries not yet attempted, due now unless
+ * `schedule` says otherwise (SQL for its `run_at` and `job_key_mode`). Keyed by the endpoint:
+ * adding it again while one waits makes that one due now, and while one runs queues the next,
+ * which takes whatever the running one did not.
  */
-export function flushJob(sql: Sql | TxSql, endpointId: string, projectId: string) {
+export function flushJob(sql: Sql | TxSql, endpointId: string, projectId: string, schedule?: { runAt: PendingQuery<Row[]>; keyMode: PendingQuery<Row[]> }) {
   return sql`graphile_worker.add_job('webhook__flush',
     json_build_object('endpoint_id', ${endpointId}::text, 'project_id', ${projectId}::text),
-    job_key := ${FLUSH_KEY_PREFIX + endpointId}::text, max_attempts := ${FLUSH_MAX_ATTEMPTS})`;
+    job_key := ${FLUSH_KEY_PREFIX + endpointId}::text, max_attempts := ${FLUSH_MAX_ATTEMPTS}
+    ${schedule ? sql`, run_at := ${schedule.runAt}, job_key_mode := ${schedule.keyMode}` : sql``})`;
 }
 
 /**
