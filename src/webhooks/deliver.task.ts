@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Sql } from '../platform/db.ts';
 import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
 import { createAttempter, loadAttempts, type AttemptDeps, type AttemptKey } from './attempt.ts';
+import { flushJob } from './queries.ts';
 
 const Payload = z.object({ delivery_id: z.string().min(1), project_id: z.string().min(1) });
 
@@ -23,8 +24,9 @@ export function attemptLoadQueries(sql: Sql): number {
 }
 
 /**
- * `webhook__deliver`: one attempt of one delivery, for its retries (first attempts go in their
- * endpoint's `webhook__flush`). Safe to run twice. A delivery a flush holds is left to it.
+ * `webhook__deliver`: one retry of one delivery. Safe to run twice. First attempts are their
+ * endpoint's `webhook__flush`'s: a job for a delivery never attempted (one queued before flushes
+ * took first attempts over) hands it to that flush, so the two never both send it.
  */
 export function webhookDeliverTask(deps: AttemptDeps): Task {
   const attempter = createAttempter(deps);
@@ -32,6 +34,10 @@ export function webhookDeliverTask(deps: AttemptDeps): Task {
     const payload = Payload.parse(raw);
     const a = await loadAttempt(deps.sql, payload.project_id, payload.delivery_id);
     if (!a || a.status !== 'pending' || a.leased) return;
+    if (a.attemptCount === 0) {
+      await deps.sql`select ${flushJob(deps.sql, a.endpointId, a.projectId)}`;
+      return;
+    }
     await (await attempter.attempt(a)).settled;
   };
 }

@@ -308,24 +308,20 @@ describe('webhook delivery', { concurrency: true }, () => {
     assert.equal(t.requests().length, 1, 'a delivered delivery is not sent again');
     assert.deepEqual((await deliveriesFor(ctx.sql, t.endpoint.id))[0], row);
 
-    // A pending delivery with no job, run twice at once: at-least-once may POST twice, but it settles once.
-    const [event] = await ctx.sql<{ id: string }[]>`
-      select id from events where project_id = ${t.projectId} limit 1`;
+    // A retry due with no job, run twice at once: at-least-once may POST twice, but it settles once.
     const race = await createEndpoint(ctx.sql, ctx.config, t.projectId, receiver.url('/race', 'hooks.test'), { resolve: dns.resolve });
-    await ctx.sql`
-      insert into webhook_deliveries (id, project_id, endpoint_id, event_id)
-      values ('whd_race', ${t.projectId}, ${race.endpoint.id}, ${event!.id})`;
+    await unqueuedDelivery(ctx.sql, t.projectId, race.endpoint.id, 'whd_race', 1);
     const payload = { delivery_id: 'whd_race', project_id: t.projectId };
     await Promise.all([task(payload, {} as never), task(payload, {} as never)]);
     const [raced] = await deliveriesFor(ctx.sql, race.endpoint.id);
     assert.equal(raced!.status, 'delivered');
-    assert.equal(raced!.attemptCount, 1);
+    assert.equal(raced!.attemptCount, 2);
 
     // Another project's id for the delivery finds nothing and changes nothing.
     const other = await ctx.tenant();
     await ctx.sql`update webhook_deliveries set status = 'pending' where id = 'whd_race'`;
     await task({ delivery_id: 'whd_race', project_id: other.projectId }, {} as never);
-    assert.equal((await deliveriesFor(ctx.sql, race.endpoint.id))[0]!.attemptCount, 1);
+    assert.equal((await deliveriesFor(ctx.sql, race.endpoint.id))[0]!.attemptCount, 2);
 
     await assert.rejects(async () => task({ project_id: t.projectId }, {} as never), /delivery_id/, 'an invalid payload is refused');
   });
@@ -333,9 +329,9 @@ describe('webhook delivery', { concurrency: true }, () => {
   test('attempts starting together load in one query, each delivery only under its own project', async () => {
     const a = await endpointAt('/shared-load-a');
     const b = await endpointAt('/shared-load-b');
-    // Deliveries with no job, so only the runs below attempt them.
-    const first = await unqueuedDelivery(ctx.sql, a.projectId, a.endpoint.id, 'whd_shared_a');
-    const second = await unqueuedDelivery(ctx.sql, b.projectId, b.endpoint.id, 'whd_shared_b');
+    // Retries with no job, so only the runs below attempt them.
+    const first = await unqueuedDelivery(ctx.sql, a.projectId, a.endpoint.id, 'whd_shared_a', 1);
+    const second = await unqueuedDelivery(ctx.sql, b.projectId, b.endpoint.id, 'whd_shared_b', 1);
     // A pool of its own, so the worker's other attempts in this file don't share its queries.
     const sql = createSql(ctx.url, { max: 2 });
     after(() => sql.end());
@@ -352,13 +348,13 @@ describe('webhook delivery', { concurrency: true }, () => {
       assert.equal(requests.length, 1, 'each delivery was sent once, to its own endpoint');
       assert.equal(requests[0]!.headers['webhook-id'], eventId);
       assert.ok(receiverVerifies(t.secret, requests[0]!.headers, requests[0]!.body));
-      assert.equal((await deliveriesFor(ctx.sql, t.endpoint.id))[0]!.attemptCount, 1);
+      assert.equal((await deliveriesFor(ctx.sql, t.endpoint.id))[0]!.attemptCount, 2);
     }
   });
 
   test('the attempt load is planned afresh each time, never kept as a prepared statement', async () => {
     const t = await endpointAt('/unprepared-load');
-    await unqueuedDelivery(ctx.sql, t.projectId, t.endpoint.id, 'whd_unprepared');
+    await unqueuedDelivery(ctx.sql, t.projectId, t.endpoint.id, 'whd_unprepared', 1);
     // One connection, so the statements the task prepared are the ones this session lists.
     const sql = createSql(ctx.url, { max: 1 });
     after(() => sql.end());
@@ -369,6 +365,22 @@ describe('webhook delivery', { concurrency: true }, () => {
     assert.ok(prepared.some((s) => s.includes('update webhook_deliveries')), 'the settle is prepared as usual');
     assert.ok(!prepared.some((s) => s.includes('from webhook_deliveries d')), 'the load is not');
   });
+  test('a webhook__deliver job for a delivery never attempted hands it to its endpoint\'s flush, which sends it once', async () => {
+    const t = await endpointAt('/handed-over');
+    // As a job queued before flushes took first attempts over would find it.
+    const { id, eventId } = await unqueuedDelivery(ctx.sql, t.projectId, t.endpoint.id);
+    const sql = createSql(ctx.url, { max: 1 });
+    after(() => sql.end());
+    const task = webhookDeliverTask({ config: ctx.config, sql, log: createLogger('silent'), webhooks: overrides });
+    await task({ delivery_id: id, project_id: t.projectId }, {} as never);
+    // The task itself sent nothing: had it, the request would have been answered before it returned.
+    assert.equal(t.requests().length, 0);
+    const [row] = await settled(t.endpoint.id);
+    assert.equal(row!.status, 'delivered');
+    assert.equal(row!.attemptCount, 1);
+    assert.deepEqual(t.requests().map((r) => r.headers['webhook-id']), [eventId], 'sent once, by the flush');
+  });
+
   test('a flush posts its endpoint\'s deliveries several at once, each once, never more than its limit at once', async () => {
     const t = await endpointAt('/flush-batch');
     let inFlight = 0;

@@ -84,8 +84,9 @@ export function receiverVerifies(secret: string, headers: IncomingHttpHeaders, r
 /**
  * A pending delivery of a new event that no job will attempt, for tests that run a task or a
  * flush themselves: the event is written directly, not through recordEvent, so nothing is queued.
+ * With `attemptCount` above 0 it is due for a retry, which is `webhook__deliver`'s to make.
  */
-export async function unqueuedDelivery(sql: Sql, projectId: string, endpointId: string, id = newId('delivery')) {
+export async function unqueuedDelivery(sql: Sql, projectId: string, endpointId: string, id = newId('delivery'), attemptCount = 0) {
   const emailId = newId('email');
   const eventId = newId('event');
   await sql.begin(async (tx: TxSql) => {
@@ -95,7 +96,9 @@ export async function unqueuedDelivery(sql: Sql, projectId: string, endpointId: 
     await tx`
       insert into events (id, project_id, email_id, type, data)
       values (${eventId}, ${projectId}, ${emailId}, 'email.delivered', ${tx.json({ to: ['someone@example.com'], smtp_response: '250 ok' })})`;
-    await tx`insert into webhook_deliveries (id, project_id, endpoint_id, event_id) values (${id}, ${projectId}, ${endpointId}, ${eventId})`;
+    await tx`
+      insert into webhook_deliveries (id, project_id, endpoint_id, event_id, attempt_count)
+      values (${id}, ${projectId}, ${endpointId}, ${eventId}, ${attemptCount})`;
   });
   return { id, eventId };
 }
