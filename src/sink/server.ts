@@ -56,7 +56,8 @@ async function catchMessage(deps: SinkDeps, stream: SMTPServerDataStream, sessio
     recipients: session.envelope.rcptTo.map((r) => r.address),
   };
   const parsed = await parseSinkMessage(raw, envelope);
-  const id = await insertSinkMessage(deps.sql, { ...parsed, ...owner, raw }, { messages: deps.config.sinkMaxMessages, bytes: deps.config.sinkMaxBytes });
+  const keep = { messages: deps.config.sinkMaxMessages, bytes: deps.config.sinkMaxBytes };
+  const id = await insertSinkMessage(deps.sql, { ...parsed, ...owner, raw }, keep, (err) => deps.log.error({ err, projectId: owner.projectId }, 'sink stored a message but could not prune; the next message prunes again'));
   recordSinkMessage();
   deps.log.debug({ id, ...owner, bytes: raw.length }, 'sink caught a message');
   return id;

@@ -1,4 +1,4 @@
-import { plannedEachTime, type Sql } from '../platform/db.ts';
+import type { Sql } from '../platform/db.ts';
 import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
 import { newId } from '../platform/ids.ts';
 import type { ParsedSinkMessage } from './parse.ts';
@@ -12,8 +12,10 @@ export type SinkKeep = { messages: number; bytes: number };
  * within those to the newest that fit in `keep.bytes` of raw source (the newest always stays).
  * Resolves once the message is committed and the prune that saw it has run.
  *
- * Messages arriving together share one INSERT, and their projects one prune each. A batch whose
- * insert fails is retried a message at a time.
+ * Messages arriving together share one INSERT, and their projects one prune each, sent together
+ * in one round trip. A batch whose insert fails is retried a message at a time. A prune that fails
+ * after its insert committed does not undo or repeat the insert: the message is stored, the error
+ * goes to `onPruneError`, and the next prune of the project deletes what this one left.
  *
  * Each project keeps a tally of the messages and bytes it has ever stored, and each message its
  * place in that order (`seq`) and the bytes stored before it, so a prune finds where the kept
@@ -21,105 +23,94 @@ export type SinkKeep = { messages: number; bytes: number };
  * were stored in: within a process that is id order, since batches are written one at a time in
  * the order their ids were made.
  *
- * The prune runs after the insert commits, unlocked: each prune reads the tally as committed, so
- * the last one leaves exactly `keep`, and a prune with an older view only deletes a subset of
- * what a newer one does.
+ * Each prune is its own statement after the insert's: it reads the tally as committed, so the
+ * last one leaves exactly `keep`, and a prune with an older view only deletes a subset of what a
+ * newer one does.
  */
-export async function insertSinkMessage(sql: Sql, msg: CaughtMessage, keep: SinkKeep): Promise<string> {
+export async function insertSinkMessage(sql: Sql, msg: CaughtMessage, keep: SinkKeep, onPruneError?: (err: unknown) => void): Promise<string> {
   const id = newId('sinkMessage');
-  await inserterFor(sql).run({ id, msg });
-  await prunerFor(sql).run({ projectId: msg.projectId, keep });
+  await inserterFor(sql).run({ id, msg, keep, onPruneError });
   return id;
 }
 
-type Insert = { id: string; msg: CaughtMessage };
+type Insert = { id: string; msg: CaughtMessage; keep: SinkKeep; onPruneError?: (err: unknown) => void };
 
 // One batch at a time, so places in the tally follow the order the ids were made.
 const inserterFor = groupCommitPerPool((sql) => new GroupCommit((items: Insert[]) => insertBatch(sql, items), { maxBatch: 64, maxInFlight: 1 }));
+const prunesRun = new WeakMap<Sql, number>();
+
+/**
+ * Adds a batch to its projects' tallies and stores each message at its place in its project's
+ * order: `seq_back` and `bytes_back` count back from the project's new totals. Projects are
+ * locked in one order, so two processes adding to the same ones never deadlock. One notify per
+ * project rides in the statement, fired at commit.
+ */
+const INSERT_STATEMENT = `
+  with tallies as (
+    insert into sink_tallies (project_id, messages, bytes)
+    select project_id, messages, bytes from json_to_recordset($1::text::json) as a(project_id text, messages bigint, bytes bigint)
+    order by project_id
+    on conflict (project_id) do update
+      set messages = sink_tallies.messages + excluded.messages, bytes = sink_tallies.bytes + excluded.bytes
+    returning project_id, messages, bytes),
+  caught as (
+    insert into sink_messages (id, project_id, email_id, from_address, to_addresses, cc_addresses, subject,
+                               text, html, headers, attachments, raw, size_bytes, seq, bytes_before)
+    select m.id, m.project_id, m.email_id, m.from_address, m.to_addresses, m.cc_addresses, m.subject,
+           m.text, m.html, m.headers, m.attachments, decode(m.raw, 'base64'), m.size_bytes,
+           t.messages - m.seq_back, t.bytes - m.bytes_back
+    from json_to_recordset($2::text::json) as m(id text, project_id text, email_id text, from_address text,
+      to_addresses text[], cc_addresses text[], subject text, text text, html text, headers jsonb,
+      attachments jsonb, raw text, size_bytes int, seq_back bigint, bytes_back bigint)
+    join tallies t using (project_id)
+    returning project_id)
+  select pg_notify($3, project_id) from (select distinct project_id from caught) projects`;
 
 async function insertBatch(sql: Sql, items: Insert[]): Promise<void[]> {
-  const adding = new Map<string, { messages: number; bytes: number }>();
-  for (const { msg } of items) {
-    const sum = adding.get(msg.projectId) ?? { messages: 0, bytes: 0 };
+  const adding = new Map<string, { messages: number; bytes: number; keep: SinkKeep }>();
+  for (const { msg, keep } of items) {
+    const sum = adding.get(msg.projectId) ?? { messages: 0, bytes: 0, keep };
     sum.messages += 1;
     sum.bytes += msg.raw.length;
     adding.set(msg.projectId, sum);
   }
-  await sql.begin(async (tx) => {
-    // Projects in one order, so two processes adding to the same ones never deadlock.
-    const additions = [...adding].sort(([a], [b]) => (a < b ? -1 : 1))
-      .map(([projectId, sum]) => ({ project_id: projectId, messages: sum.messages, bytes: sum.bytes }));
-    const tallies = await tx<{ projectId: string; messages: string; bytes: string }[]>`
-      insert into sink_tallies ${tx(additions)}
-      on conflict (project_id) do update
-        set messages = sink_tallies.messages + excluded.messages, bytes = sink_tallies.bytes + excluded.bytes
-      returning project_id, messages, bytes`;
-    // Where this batch starts in each project's order: the new totals less what it adds.
-    const next = new Map(tallies.map((t) => {
-      const sum = adding.get(t.projectId)!;
-      return [t.projectId, { seq: Number(t.messages) - sum.messages + 1, bytesBefore: Number(t.bytes) - sum.bytes }];
-    }));
-    const rows = items.map(({ id, msg }) => {
-      const place = next.get(msg.projectId)!;
-      const row = {
-        id,
-        project_id: msg.projectId,
-        email_id: msg.emailId,
-        from_address: msg.fromAddress,
-        to_addresses: msg.toAddresses,
-        cc_addresses: msg.ccAddresses,
-        subject: msg.subject,
-        text: msg.text,
-        html: msg.html,
-        headers: tx.json(msg.headers),
-        attachments: tx.json(msg.attachments),
-        raw: msg.raw,
-        size_bytes: msg.raw.length,
-        seq: place.seq,
-        bytes_before: place.bytesBefore,
-      };
-      place.seq += 1;
-      place.bytesBefore += msg.raw.length;
-      return row;
-    });
-    // One notify per project rides in the insert's statement: no extra round trip, fired at commit.
-    await tx`
-      with caught as (insert into sink_messages ${tx(rows)} returning project_id)
-      select pg_notify(${SINK_CHANNEL}, project_id) from (select distinct project_id from caught) projects`;
+  const placed = new Map([...adding].map(([projectId, sum]) => [projectId, { seqBack: sum.messages, bytesBack: sum.bytes }]));
+  const rows = items.map(({ id, msg }) => {
+    const place = placed.get(msg.projectId)!;
+    place.seqBack -= 1;
+    const row = {
+      id, project_id: msg.projectId, email_id: msg.emailId,
+      from_address: msg.fromAddress, to_addresses: msg.toAddresses, cc_addresses: msg.ccAddresses,
+      subject: msg.subject, text: msg.text, html: msg.html, headers: msg.headers, attachments: msg.attachments,
+      raw: msg.raw.toString('base64'), size_bytes: msg.raw.length,
+      seq_back: place.seqBack, bytes_back: place.bytesBack,
+    };
+    place.bytesBack -= msg.raw.length;
+    return row;
   });
+  const additions = [...adding].map(([projectId, sum]) => ({ project_id: projectId, messages: sum.messages, bytes: sum.bytes }));
+
+  // The prunes go out behind the insert on the same connection: one round trip for the batch.
+  const connection = await sql.reserve();
+  try {
+    // A query goes out when first awaited: the insert is, before the prunes are made.
+    const inserted = connection.unsafe(INSERT_STATEMENT, [JSON.stringify(additions), JSON.stringify(rows), SINK_CHANNEL])
+      .then(() => undefined, (err: unknown) => err ?? 'insert failed');
+    const pruned = [...adding].map(([projectId, { keep }]) => pruneProject(connection, projectId, keep).then(() => undefined, (err: unknown) => err ?? 'prune failed'));
+    prunesRun.set(sql, (prunesRun.get(sql) ?? 0) + pruned.length);
+    const insertFailed = await inserted;
+    const pruneFailed = (await Promise.all(pruned)).find((err) => err !== undefined);
+    if (insertFailed !== undefined) throw insertFailed;
+    if (pruneFailed !== undefined) for (const { onPruneError } of items) onPruneError?.(pruneFailed);
+  } finally {
+    connection.release();
+  }
   return items.map(() => undefined);
 }
 
-type Prune = { projectId: string; keep: SinkKeep };
-
-const prunerFor = groupCommitPerPool((sql) => new GroupCommit((items: Prune[]) => pruneBatch(sql, items), { maxBatch: 64 }));
-
-async function pruneBatch(sql: Sql, items: Prune[]): Promise<void[]> {
-  const byProject = new Map(items.map((p) => [p.projectId, p.keep]));
-  await Promise.all([...byProject].map(([projectId, keep]) => pruneProject(sql, projectId, keep)));
-  return items.map(() => undefined);
-}
-
-/**
- * Deletes every message before the first one kept: the later of the first of the newest
- * `messages` and the first of those that fit in `bytes`, and never the newest. Planned each time,
- * since a plan cached while the project's sink was small would scan it whole.
- */
-export const PRUNE_STATEMENT = `
-  with tally as (select messages, bytes from sink_tallies where project_id = $1),
-  last_dropped as (
-    select least(
-      (select messages - 1 from tally),
-      greatest(
-        (select messages - $2 from tally),
-        (select seq from sink_messages
-         where project_id = $1 and bytes_before < (select bytes - $3 from tally)
-         order by bytes_before desc, seq desc limit 1))) as seq)
-  delete from sink_messages
-  where project_id = $1 and seq <= (select seq from last_dropped)`;
-
+/** `sink_prune` plans its statement for the values of each call: a plan kept from when the sink was small would scan it whole. */
 function pruneProject(sql: Sql, projectId: string, keep: SinkKeep) {
-  return plannedEachTime(sql, PRUNE_STATEMENT, [projectId, keep.messages, keep.bytes]);
+  return sql`select sink_prune(${projectId}, ${keep.messages}, ${keep.bytes})`;
 }
 
 const SUMMARY = (sql: Sql) =>
@@ -180,5 +171,5 @@ export async function deleteSinkMessages(sql: Sql, projectId: string): Promise<n
 
 /** Insert and prune statements this process has run, for the test that checks they are shared. */
 export function sinkStatementCounts(sql: Sql) {
-  return { inserts: inserterFor(sql).batchesWritten, prunes: prunerFor(sql).batchesWritten };
+  return { inserts: inserterFor(sql).batchesWritten, prunes: prunesRun.get(sql) ?? 0 };
 }

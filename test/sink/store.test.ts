@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
-import { insertSinkMessage, PRUNE_STATEMENT, sinkStatementCounts } from '../../src/sink/store.ts';
+import { insertSinkMessage, sinkStatementCounts } from '../../src/sink/store.ts';
 
 const ctx = await createTestContext();
 
@@ -98,7 +98,8 @@ test('a prune reads a handful of pages, however many messages the project keeps'
   let pages = 0;
   const rollback = new Error('rollback');
   await ctx.sql.begin(async (tx) => {
-    const [row] = await tx.unsafe(`explain (analyze, buffers, format json) ${PRUNE_STATEMENT}`, [t.projectId, keep.messages, keep.bytes]);
+    // A prepared call, as the store makes it: the function still plans the prune for these values.
+    const [row] = await tx.unsafe('explain (analyze, buffers, format json) select sink_prune($1, $2, $3)', [t.projectId, keep.messages, keep.bytes]);
     const { Plan: plan } = (row as unknown as { 'QUERY PLAN': [{ Plan: Record<string, number> }] })['QUERY PLAN'][0];
     pages = plan['Shared Hit Blocks']! + plan['Shared Read Blocks']!;
     const [{ left }] = await tx<[{ left: number }]>`select count(*)::int as left from sink_messages where project_id = ${t.projectId}`;
@@ -124,4 +125,33 @@ test('a sink emptied through the API counts afresh from its next message', async
   for (const s of ['e', 'f']) ids.push(await insertSinkMessage(ctx.sql, message(s), keep));
   const kept = await ctx.sql<{ subject: string }[]>`select subject from sink_messages where project_id = ${t.projectId} order by id`;
   assert.deepEqual(kept.map((r) => r.subject), ['e', 'f']);
+});
+
+test('a prune that fails after its insert committed leaves the messages stored once and reports the error', async () => {
+  const t = await ctx.tenant();
+  const [{ definition }] = await ctx.sql<[{ definition: string }]>`
+    select pg_get_functiondef('sink_prune(text, bigint, bigint)'::regprocedure) as definition`;
+  await ctx.sql`create or replace function sink_prune(project text, keep_messages bigint, keep_bytes bigint) returns void
+                language plpgsql as $$ begin raise exception 'prune broken'; end $$`;
+  try {
+    const message = (subject: string) => ({
+      projectId: t.projectId, emailId: null, raw: Buffer.from(subject),
+      fromAddress: 'a@x.test', toAddresses: ['b@x.test'], ccAddresses: [], subject,
+      text: null, html: null, headers: {}, attachments: [],
+    });
+    const errors: unknown[] = [];
+    const ids = await Promise.all(['a', 'b', 'c'].map((s) => insertSinkMessage(ctx.sql, message(s), { messages: 1, bytes: 1e9 }, (err) => errors.push(err))));
+    assert.equal(errors.length, 3);
+    assert.match(String((errors[0] as Error).message), /prune broken/);
+    const stored = await ctx.sql<{ id: string }[]>`select id from sink_messages where project_id = ${t.projectId} order by id`;
+    assert.deepEqual(stored.map((r) => r.id), [...ids].sort(), 'each message stored once, none pruned');
+  } finally {
+    await ctx.sql.unsafe(definition);
+  }
+  // The next message's prune catches up on what the failed ones left.
+  const last = await insertSinkMessage(ctx.sql, {
+    projectId: t.projectId, emailId: null, raw: Buffer.from('d'), fromAddress: 'a@x.test', toAddresses: ['b@x.test'],
+    ccAddresses: [], subject: 'd', text: null, html: null, headers: {}, attachments: [],
+  }, { messages: 1, bytes: 1e9 });
+  assert.deepEqual((await ctx.sql`select id from sink_messages where project_id = ${t.projectId}`).map((r) => r.id), [last]);
 });
