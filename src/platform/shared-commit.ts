@@ -18,8 +18,33 @@ export function commitShared<T extends Row>(sql: Sql, statement: Statement<T>): 
 }
 
 const committerFor = groupCommitPerPool((sql) => new GroupCommit<Statement<Row>, Row[]>(
-  // Sent back to back on one connection: pipelined, then one COMMIT.
-  (statements) => sql.begin((tx) => Promise.all(statements.map((make) => make(tx)))) as Promise<Row[][]>,
+  (statements) => (statements.length === 1 ? Promise.all([statements[0]!(sql)]) : pipelinedTransaction(sql, statements)),
   { maxBatch: 64 },
   (make) => make(sql),
 ));
+
+type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
+const settle = <T>(query: PromiseLike<T>): Promise<Settled<T>> =>
+  Promise.resolve(query).then((value) => ({ ok: true as const, value }), (error: unknown) => ({ ok: false as const, error }));
+
+/**
+ * BEGIN, the statements and COMMIT written back to back on one connection, so the transaction
+ * costs one round trip (sql.begin waits for its BEGIN, then for its COMMIT). When a statement
+ * fails, PostgreSQL aborts the transaction and answers the COMMIT with a rollback: this throws
+ * the first error, and the statements run again one by one.
+ */
+async function pipelinedTransaction(sql: Sql, statements: Statement<Row>[]): Promise<Row[][]> {
+  const connection = await sql.reserve();
+  try {
+    // A query is written when first awaited: settle() awaits each in the order they must run.
+    const begun = settle(connection.unsafe('begin'));
+    const ran = statements.map((make) => settle(make(connection)));
+    const committed = settle(connection.unsafe('commit'));
+    const outcomes = [await begun, ...(await Promise.all(ran)), await committed];
+    const failed = outcomes.find((o) => !o.ok);
+    if (failed) throw failed.error;
+    return (await Promise.all(ran)).map((o) => (o as { value: Row[] }).value);
+  } finally {
+    connection.release();
+  }
+}
