@@ -21,6 +21,9 @@ export function createSql(url: string, options: { max?: number; appName?: string
  * A prepared statement keeps the generic plan it made first; one made while the tables were small
  * scans them whole, and nothing replaces it until the next ANALYZE. For the few hot statements
  * whose only good plan is an index lookup. The text never varies; values are always parameters.
+ * It costs a round trip more than a prepared statement (postgres.js has PostgreSQL describe the
+ * parameters first) and cannot be pipelined; on a hot path, a PL/pgSQL function that EXECUTEs the
+ * statement is planned per call just the same and can be called prepared (see `sink_prune`).
  */
 export function plannedEachTime<T extends postgres.Row[]>(sql: Sql | TxSql, text: string, params: unknown[]) {
   return sql.unsafe<T>(text, params as never[], { prepare: false });
