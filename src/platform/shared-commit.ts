@@ -40,10 +40,10 @@ async function pipelinedTransaction(sql: Sql, statements: Statement<Row>[]): Pro
     const begun = settle(connection.unsafe('begin'));
     const ran = statements.map((make) => settle(make(connection)));
     const committed = settle(connection.unsafe('commit'));
-    const outcomes = [await begun, ...(await Promise.all(ran)), await committed];
-    const failed = outcomes.find((o) => !o.ok);
+    const results = await Promise.all(ran);
+    const failed = [await begun, ...results, await committed].find((o) => !o.ok);
     if (failed) throw failed.error;
-    return (await Promise.all(ran)).map((o) => (o as { value: Row[] }).value);
+    return results.map((o) => (o as { value: Row[] }).value);
   } finally {
     connection.release();
   }
