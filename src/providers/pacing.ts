@@ -3,7 +3,7 @@ import type { Sql } from '../platform/db.ts';
 /**
  * Sends are spaced 1 / (0.85 × rate) apart, so a send that reaches SES up to about 170 ms later
  * than its slot (a busy event loop, a slow TLS write) still never puts more than the rate into
- * one second.
+ * one second. A sender woken much later than that takes another slot (`awaitTurn`).
  */
 const HEADROOM = 0.85;
 /** The rate assumed until SES has told us the account's quota: the sandbox's. */

@@ -9,6 +9,7 @@ import { freePort, startWorkerProcess, stopProcess } from '../helpers/worker-pro
 import { connectProvider } from '../../src/providers/connections.ts';
 import { claimEmail } from '../../src/emails/queries.ts';
 import { emailSendTask } from '../../src/emails/send.task.ts';
+import { reserveSendSlot } from '../../src/providers/pacing.ts';
 import { createLogger } from '../../src/platform/log.ts';
 import { emailState, insertEmail, noHelpers } from './fixtures.ts';
 
@@ -56,6 +57,29 @@ test('two worker processes together stay at the account rate: no second over it,
   assert.ok(ses.peakPerSecond() <= 5, `at most 5 sends in any second, saw ${ses.peakPerSecond()}`);
   assert.equal((await statuses(projectId)).sent!.attempts, 1);
   assert.ok(seconds >= (total - 5) / 5, `30 sends at 5/s take at least 5 s, took ${seconds}`);
+});
+
+test('a send woken too late for its slot leaves it unused and takes the next free one', async () => {
+  resetSes(1000);
+  const projectId = await sesProject('late', { maxSendRate: 2, max24HourSend: 50_000 });
+  const spacingMs = 1000 / (0.85 * 2);
+  const nextSlot = async () => {
+    const [row] = await ctx.sql<[{ nextSendSlot: Date }]>`select next_send_slot from provider_connections where project_id = ${projectId}`;
+    return row.nextSendSlot.getTime();
+  };
+  const task = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
+  const id = await insertEmail(ctx.sql, projectId, {}, false);
+  await reserveSendSlot(ctx.sql, projectId); // the email's slot is then one spacing ahead
+  const before = await nextSlot();
+  const run = task({ email_id: id, project_id: projectId }, noHelpers);
+  await waitFor('the task to take its slot', async () => (await nextSlot()) > before, 5000, 5);
+  // The event loop is held past the slot, as a busy worker's would be.
+  const until = Date.now() + spacingMs + 300;
+  while (Date.now() < until) { /* busy */ }
+  await run;
+  assert.ok((await nextSlot()) - before >= 2 * spacingMs - 5, 'the late slot was left unused and another taken');
+  assert.equal(ses.accepted.length, 1);
+  assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['sent', 1]);
 });
 
 test('throttling fails nothing and costs no attempt; the pace is halved and the throttle counted', { timeout: 60_000 }, async () => {
