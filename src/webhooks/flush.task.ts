@@ -1,7 +1,7 @@
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { Sql } from '../platform/db.ts';
-import { createAttempter, loadAttempts, type Attempt, type AttemptDeps, type Attempter } from './attempt.ts';
+import { createAttempter, type Attempt, type AttemptDeps, type Attempter } from './attempt.ts';
 import { flushJob } from './queries.ts';
 
 const Payload = z.object({ endpoint_id: z.string().min(1), project_id: z.string().min(1) });
@@ -22,32 +22,19 @@ const MAX_SETTLING = CLAIM_BATCH * 2;
 const FLUSH_BUDGET_MS = 30_000;
 
 /**
- * Leases the endpoint's oldest deliveries not yet attempted and not held by another flush
- * ($1 endpoint, $2 project, $3 lease seconds, $4 how many). The update finds its rows through
- * `= any(array(…))`, which only the primary key can serve: written as a join to its subquery it
- * was planned, on tables without statistics, as a loop re-running the subquery for every row of
- * the project (26 840 pages a call with 3200 deliveries).
- */
-export const CLAIM_STATEMENT = `
-  update webhook_deliveries set leased_until = now() + make_interval(secs => $3::int)
-  where id = any(array(
-    select id from webhook_deliveries
-    where endpoint_id = $1::text and project_id = $2::text and status = 'pending' and attempt_count = 0
-      and (leased_until is null or leased_until <= now())
-    order by endpoint_id, id limit $4::int
-    for update skip locked))
-  returning id`;
-
-/**
- * Claims a batch, then reads it with the endpoint and the events. The endpoint is read here, so
- * a URL edit or a switch-off reaches every delivery claimed after it.
+ * Leases the endpoint's oldest deliveries not yet attempted and not held by another flush, and
+ * reads them with the endpoint and the events: one call of `webhook_flush_claim`, which plans its
+ * statement for each call's values. The endpoint is read here, so a URL edit or a switch-off
+ * reaches every delivery claimed after it.
  */
 async function claim(sql: Sql, projectId: string, endpointId: string, limit: number) {
-  const rows = await sql.unsafe<{ id: string }[]>(CLAIM_STATEMENT, [endpointId, projectId, LEASE_MS / 1000, limit], { prepare: true });
-  const loaded = await loadAttempts(sql, rows.map((r) => ({ projectId, deliveryId: r.id })).sort((x, y) => (x.deliveryId < y.deliveryId ? -1 : 1)));
-  // A delivery deleted since (its endpoint was) has nothing to attempt.
-  return { attempts: loaded.filter((a) => a !== undefined), full: rows.length === limit };
+  const rows = await sql<ClaimedRow[]>`select * from webhook_flush_claim(${endpointId}, ${projectId}, ${LEASE_MS / 1000}, ${limit})`;
+  // A delivery whose endpoint or event went meanwhile has nothing to attempt.
+  const attempts = rows.filter((r): r is Attempt => r.url !== null && r.eventId !== null);
+  return { attempts, full: rows.length === limit };
 }
+
+type ClaimedRow = { [K in keyof Attempt]: K extends 'url' | 'eventId' ? string | null : Attempt[K] };
 
 /**
  * Lets go of claimed deliveries that were not attempted, then makes sure a flush will come for
@@ -98,7 +85,7 @@ export async function flushEndpoint(sql: Sql, attempter: Attempter, projectId: s
   }
   /** The next delivery to attempt; the next claim starts while a round's worth is still waiting. */
   async function next() {
-    if (claimed.length <= FLUSH_IN_FLIGHT && mayClaim()) claimMore().catch(() => {});
+    if (claimed.length <= CLAIM_BATCH && mayClaim()) claimMore().catch(() => {});
     while (claimed.length === 0 && mayClaim()) await claimMore();
     return claimed.shift();
   }
