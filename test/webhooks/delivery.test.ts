@@ -424,8 +424,9 @@ describe('webhook delivery', { concurrency: true }, () => {
     const deliveries = [];
     for (let i = 0; i < 24; i++) deliveries.push(await unqueuedDelivery(ctx.sql, t.projectId, t.endpoint.id));
     const held = deliveries[0]!;
-    // As a flush that claimed it and then died would leave it.
-    await ctx.sql`update webhook_deliveries set leased_until = now() + interval '1500 milliseconds' where id = ${held.id}`;
+    // As a flush that claimed it and then died would leave it. The lease outlasts the two flushes
+    // (about 0.2 s) by far even on a loaded machine, so neither of them may take it.
+    await ctx.sql`update webhook_deliveries set leased_until = now() + interval '4 seconds' where id = ${held.id}`;
     // A pool of its own, so these runs share no query with the worker's.
     const sql = createSql(ctx.url, { max: 4 });
     after(() => sql.end());
