@@ -8,9 +8,9 @@ import type { EmailEvent } from '../events/record.ts';
 import { composeMime } from './compose.ts';
 import * as q from './queries.ts';
 import type { ClaimedEmail } from './queries.ts';
-import { classifySendError, type LastError } from '../providers/errors.ts';
+import { classifySendError, SlotMissed, type LastError } from '../providers/errors.ts';
 import { dailyQuotaWait, reserveSendSlot, slowDown } from '../providers/pacing.ts';
-import { transportFor, type Transport } from '../providers/transport.ts';
+import { transportFor, type Envelope, type SendOptions, type Transport } from '../providers/transport.ts';
 import { bareAddress, normaliseAddress } from '../suppressions/address.ts';
 import { suppressedAmong } from '../suppressions/queries.ts';
 import { signUnsubscribeToken } from '../unsubscribe/token.ts';
@@ -26,10 +26,10 @@ export const SINK_SMTP_RESPONSE = '250 Accepted by the Mailroom sink';
  */
 const LEASE_SECONDS = 45;
 /**
- * A send woken this much after its slot takes another: the pacing's headroom absorbs about 170 ms
- * between slot and SES, and the request itself still needs some of it.
+ * A request to SES must leave within this of its slot, else it takes another. The pacing's
+ * headroom absorbs about 170 ms between slot and SES; the rest is left to the connection.
  */
-const LATE_FOR_SLOT_MS = 100;
+const LATE_FOR_SLOT_MS = 75;
 const MAX_SLOT_TRIES = 3;
 /** A throttled send is tried again this soon, at the connection's halved pace. */
 const THROTTLE_RETRY_MS = 1000;
@@ -81,27 +81,54 @@ async function settleFailed(sql: Sql, email: ClaimedEmail, lastError: LastError,
 }
 
 /**
- * Waits for this email's send slot on a paced connection. Returns false when the email went back
- * to the queue instead (slot too far ahead, or the daily quota spent), which costs no attempt.
+ * Waits for this email's next send slot on a paced connection, and answers when the request must
+ * have left by (`performance.now()` time). Undefined when the email went back to the queue
+ * instead (slot too far ahead), which costs no attempt.
  */
-async function awaitTurn(sql: Sql, email: ClaimedEmail, transport: Transport): Promise<boolean> {
-  if (!transport.paced) return true;
+async function awaitSlot(sql: Sql, email: ClaimedEmail): Promise<number | undefined> {
+  const slot = await reserveSendSlot(sql, email.projectId);
+  if ('retryInMs' in slot) {
+    await q.requeue(sql, email, slot.retryInMs, false);
+    return undefined;
+  }
+  const due = performance.now() + slot.waitMs;
+  if (slot.waitMs > 0) await sleep(slot.waitMs);
+  return due + LATE_FOR_SLOT_MS;
+}
+
+/**
+ * Sends on the transport, in a slot of the connection's pace when it has one. A request that could
+ * not leave in time (a busy event loop, or the SDK's first request in this process) could land in
+ * the second of the next slot's: it goes unsent and takes the next free slot, up to
+ * MAX_SLOT_TRIES, the last of which sends however late. Undefined when the email was requeued.
+ */
+async function sendInTurn(sql: Sql, email: ClaimedEmail, transport: Transport, raw: Buffer, envelope: Envelope) {
+  const send = async (options: SendOptions = {}) => {
+    const started = performance.now();
+    let left = true;
+    try {
+      return await transport.send(raw, envelope, options);
+    } catch (err) {
+      left = !(err instanceof SlotMissed);
+      throw err;
+    } finally {
+      if (left) observeSend(transport.provider, (performance.now() - started) / 1000);
+    }
+  };
+  if (!transport.paced) return send();
   const quotaWait = await dailyQuotaWait(sql, email.projectId);
   if (quotaWait !== undefined) {
     await q.requeue(sql, email, quotaWait, false);
-    return false;
+    return undefined;
   }
   for (let tries = 1; ; tries++) {
-    const slot = await reserveSendSlot(sql, email.projectId);
-    if ('retryInMs' in slot) {
-      await q.requeue(sql, email, slot.retryInMs, false);
-      return false;
+    const leaveBy = await awaitSlot(sql, email);
+    if (leaveBy === undefined) return undefined;
+    try {
+      return await send(tries < MAX_SLOT_TRIES ? { leaveBy } : {});
+    } catch (err) {
+      if (!(err instanceof SlotMissed)) throw err;
     }
-    const due = performance.now() + slot.waitMs;
-    if (slot.waitMs > 0) await sleep(slot.waitMs);
-    // Woken too late (a busy event loop), the send could land in the second of the next slot's:
-    // the slot is left unused and the email takes the next free one.
-    if (performance.now() - due <= LATE_FOR_SLOT_MS || tries === MAX_SLOT_TRIES) return true;
   }
 }
 
@@ -136,15 +163,10 @@ export function emailSendTask(deps: WorkerDeps): Task {
       transport = await transportFor(deps, projectId, emailId, email.hasProvider);
       // Composed before waiting for the slot, so the request leaves as close to it as possible.
       const raw = await compose(deps, email);
-      if (!(await awaitTurn(sql, email, transport))) return;
       const bare = (list: string[]) => list.map(bareAddress);
-      const started = performance.now();
-      try {
-        const result = await transport.send(raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags });
-        sent = { messageId: result.messageId, viaSink: transport.provider === 'sink' };
-      } finally {
-        observeSend(transport.provider, (performance.now() - started) / 1000);
-      }
+      const result = await sendInTurn(sql, email, transport, raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags });
+      if (!result) return;
+      sent = { messageId: result.messageId, viaSink: transport.provider === 'sink' };
     } catch (err) {
       const outcome = classifySendError(err);
       const provider = transport?.provider ?? 'ses';

@@ -104,3 +104,11 @@ export function classifySendError(error: unknown): Classified {
   }
   return { retry: true, message: `Unexpected error while sending (${name}).` };
 }
+
+/** A paced request did not leave by its `leaveBy`; nothing was sent, and no attempt counts. */
+export class SlotMissed extends Error {
+  constructor() {
+    super('the send slot passed before the request left');
+    this.name = 'SlotMissed';
+  }
+}

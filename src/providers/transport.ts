@@ -7,6 +7,12 @@ import { sendToSink } from './sink-transport.ts';
 export type Envelope = { from: string; to: string[]; cc: string[]; bcc: string[]; tags?: { name: string; value: string }[] };
 
 /**
+ * `leaveBy` (a `performance.now()` time): a paced send whose request has not left by then is not
+ * sent, and fails with SlotMissed, so it can take a later slot.
+ */
+export type SendOptions = { leaveBy?: number };
+
+/**
  * Where an email goes: SES for a project with a provider connection, the built-in sink for the
  * rest. Both take the composed MIME and answer the id the message is known by.
  */
@@ -14,7 +20,7 @@ export type Transport = {
   provider: 'ses' | 'sink';
   /** Whether sends must be spaced to the account's rate (the sink takes anything). */
   paced: boolean;
-  send(raw: Buffer, envelope: Envelope): Promise<{ messageId: string }>;
+  send(raw: Buffer, envelope: Envelope, options?: SendOptions): Promise<{ messageId: string }>;
 };
 
 /**
@@ -38,7 +44,7 @@ export async function transportFor(deps: WorkerDeps, projectId: string, emailId:
     return {
       provider: 'ses',
       paced: true,
-      send: (raw, e) => sendWithSes(config, ses, raw, { to: e.to, cc: e.cc, bcc: e.bcc, tags: e.tags ?? [] }),
+      send: (raw, e, options) => sendWithSes(config, ses, raw, { to: e.to, cc: e.cc, bcc: e.bcc, tags: e.tags ?? [] }, options?.leaveBy),
     };
   }
   return {

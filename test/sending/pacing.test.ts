@@ -6,10 +6,11 @@ import { testRedisUrl, REDIS_SKIP_REASON } from '../helpers/redis.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startTestWorker } from '../helpers/worker.ts';
 import { freePort, startWorkerProcess, stopProcess } from '../helpers/worker-process.ts';
-import { connectProvider } from '../../src/providers/connections.ts';
+import { connectProvider, getProviderConnection } from '../../src/providers/connections.ts';
 import { claimEmail } from '../../src/emails/queries.ts';
 import { emailSendTask } from '../../src/emails/send.task.ts';
 import { reserveSendSlot } from '../../src/providers/pacing.ts';
+import { sesClientFor } from '../../src/providers/ses-client.ts';
 import { createLogger } from '../../src/platform/log.ts';
 import { emailState, insertEmail, noHelpers } from './fixtures.ts';
 
@@ -79,6 +80,33 @@ test('a send woken too late for its slot leaves it unused and takes the next fre
   await run;
   assert.ok((await nextSlot()) - before >= 2 * spacingMs - 5, 'the late slot was left unused and another taken');
   assert.equal(ses.accepted.length, 1);
+  assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['sent', 1]);
+});
+
+test('a request held up inside the SDK past its slot is not sent in it, and goes in the next one', async () => {
+  resetSes(1000);
+  const projectId = await sesProject('held', { maxSendRate: 2, max24HourSend: 50_000 });
+  const spacingMs = 1000 / (0.85 * 2);
+  const nextSlot = async () => {
+    const [row] = await ctx.sql<[{ nextSendSlot: Date }]>`select next_send_slot from provider_connections where project_id = ${projectId}`;
+    return row.nextSendSlot.getTime();
+  };
+  // The first request through the project's client is held before signing, as a cold SDK's first
+  // request is (loading its code, resolving the endpoint), for longer than a slot's tolerance.
+  const client = sesClientFor(ctx.config, (await getProviderConnection(ctx.sql, ctx.config, projectId))!);
+  let held = 0;
+  client.middlewareStack.add((next) => async (args) => {
+    if (held++ === 0) await new Promise((r) => setTimeout(r, 200));
+    return next(args);
+  }, { step: 'initialize', name: 'testHoldFirstRequest' });
+  const task = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
+  const id = await insertEmail(ctx.sql, projectId, {}, false);
+  await reserveSendSlot(ctx.sql, projectId); // the email's slot is then one spacing ahead
+  const before = await nextSlot();
+  await task({ email_id: id, project_id: projectId }, noHelpers);
+  assert.equal(held, 2, 'the request went through the SDK twice');
+  assert.ok((await nextSlot()) - before >= 2 * spacingMs - 5, 'a second slot was taken');
+  assert.equal(ses.requests.filter((r) => r.raw.includes(id)).length, 1, 'SES got the email once');
   assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['sent', 1]);
 });
 
