@@ -3,7 +3,8 @@ import type { Sql } from '../platform/db.ts';
 /**
  * Sends are spaced 1 / (0.85 × rate) apart, so a send that reaches SES up to about 170 ms later
  * than its slot (a busy event loop, a slow TLS write) still never puts more than the rate into
- * one second. A sender woken much later than that takes another slot (`awaitTurn`).
+ * one second. A request that has not left the SES client soon enough after its slot takes
+ * another (`sendInTurn`).
  */
 const HEADROOM = 0.85;
 /** The rate assumed until SES has told us the account's quota: the sandbox's. */
