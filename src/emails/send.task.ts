@@ -29,7 +29,7 @@ const LEASE_SECONDS = 45;
  * A request to SES must leave within this of its slot, else it takes another. The pacing's
  * headroom absorbs about 170 ms between slot and SES; the rest is left to the connection.
  */
-const LATE_FOR_SLOT_MS = 75;
+const LATE_FOR_SLOT_MS = 50;
 const MAX_SLOT_TRIES = 3;
 /** A throttled send is tried again this soon, at the connection's halved pace. */
 const THROTTLE_RETRY_MS = 1000;
