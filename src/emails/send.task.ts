@@ -4,6 +4,7 @@ import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { WorkerDeps } from '../interfaces.ts';
 import type { Sql } from '../platform/db.ts';
+import type { Logger } from '../platform/log.ts';
 import type { EmailEvent } from '../events/record.ts';
 import { composeMime } from './compose.ts';
 import * as q from './queries.ts';
@@ -31,6 +32,8 @@ const LEASE_SECONDS = 45;
  */
 const LATE_FOR_SLOT_MS = 50;
 const MAX_SLOT_TRIES = 3;
+/** An email whose every slot passed before its request could leave is re-run this soon. */
+const SLOTS_MISSED_RETRY_MS = 1000;
 /** A throttled send is tried again this soon, at the connection's halved pace. */
 const THROTTLE_RETRY_MS = 1000;
 /** SES says the 24-hour quota is spent: look again in ten minutes. */
@@ -100,9 +103,9 @@ async function awaitSlot(sql: Sql, email: ClaimedEmail): Promise<number | undefi
  * Sends on the transport, in a slot of the connection's pace when it has one. A request that could
  * not leave in time (a busy event loop, or the SDK's first request in this process) could land in
  * the second of the next slot's: it goes unsent and takes the next free slot, up to
- * MAX_SLOT_TRIES, the last of which sends however late. Undefined when the email was requeued.
+ * MAX_SLOT_TRIES; after that the email goes back to the queue. Undefined when it was requeued.
  */
-async function sendInTurn(sql: Sql, email: ClaimedEmail, transport: Transport, raw: Buffer, envelope: Envelope) {
+async function sendInTurn(sql: Sql, log: Logger, email: ClaimedEmail, transport: Transport, raw: Buffer, envelope: Envelope) {
   const send = async (options: SendOptions = {}) => {
     const started = performance.now();
     let left = true;
@@ -121,15 +124,19 @@ async function sendInTurn(sql: Sql, email: ClaimedEmail, transport: Transport, r
     await q.requeue(sql, email, quotaWait, false);
     return undefined;
   }
-  for (let tries = 1; ; tries++) {
+  for (let tries = 1; tries <= MAX_SLOT_TRIES; tries++) {
     const leaveBy = await awaitSlot(sql, email);
     if (leaveBy === undefined) return undefined;
     try {
-      return await send(tries < MAX_SLOT_TRIES ? { leaveBy } : {});
+      return await send({ leaveBy });
     } catch (err) {
       if (!(err instanceof SlotMissed)) throw err;
     }
   }
+  // A worker too busy to make any of its slots hands the email back rather than send it late.
+  await q.requeue(sql, email, SLOTS_MISSED_RETRY_MS, false);
+  log.info({ slots: MAX_SLOT_TRIES, retryInMs: SLOTS_MISSED_RETRY_MS }, 'email send missed every slot it took; back in the queue');
+  return undefined;
 }
 
 export function emailSendTask(deps: WorkerDeps): Task {
@@ -164,7 +171,7 @@ export function emailSendTask(deps: WorkerDeps): Task {
       // Composed before waiting for the slot, so the request leaves as close to it as possible.
       const raw = await compose(deps, email);
       const bare = (list: string[]) => list.map(bareAddress);
-      const result = await sendInTurn(sql, email, transport, raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags });
+      const result = await sendInTurn(sql, log, email, transport, raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags });
       if (!result) return;
       sent = { messageId: result.messageId, viaSink: transport.provider === 'sink' };
     } catch (err) {

@@ -55,7 +55,9 @@ test('two worker processes together stay at the account rate: no second over it,
   await waitFor('every paced email to be sent', async () => (await statuses(projectId)).sent?.n === total, 40_000, 100);
   const seconds = (Date.now() - started) / 1000;
   await Promise.all(workers.map((w) => stopProcess(w)));
-  assert.ok(ses.peakPerSecond() <= 5, `at most 5 sends in any second, saw ${ses.peakPerSecond()}`);
+  const times = [...ses.accepted].sort((a, b) => a - b);
+  const gaps = times.slice(1).map((t, i) => t - times[i]!);
+  assert.ok(ses.peakPerSecond() <= 5, `at most 5 sends in any second, saw ${ses.peakPerSecond()}; ms between sends: ${gaps.join(' ')}`);
   assert.equal((await statuses(projectId)).sent!.attempts, 1);
   assert.ok(seconds >= (total - 5) / 5, `30 sends at 5/s take at least 5 s, took ${seconds}`);
 });
@@ -108,6 +110,28 @@ test('a request held up inside the SDK past its slot is not sent in it, and goes
   assert.ok((await nextSlot()) - before >= 2 * spacingMs - 5, 'a second slot was taken');
   assert.equal(ses.requests.filter((r) => r.raw.includes(id)).length, 1, 'SES got the email once');
   assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['sent', 1]);
+});
+
+test('an email none of whose slots it could make goes back to the queue unsent, with no attempt used', async () => {
+  resetSes(1000);
+  const projectId = await sesProject('stalled', { maxSendRate: 2, max24HourSend: 50_000 });
+  // Every request is held before signing for longer than a slot's tolerance, as in a worker
+  // whose event loop never frees up in time.
+  const client = sesClientFor(ctx.config, (await getProviderConnection(ctx.sql, ctx.config, projectId))!);
+  let held = 0;
+  client.middlewareStack.add((next) => async (args) => {
+    held++;
+    await new Promise((r) => setTimeout(r, 150));
+    return next(args);
+  }, { step: 'initialize', name: 'testHoldEveryRequest' });
+  const task = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
+  const id = await insertEmail(ctx.sql, projectId, {}, false);
+  await task({ email_id: id, project_id: projectId }, noHelpers);
+  assert.equal(held, 3, 'three slots were tried');
+  assert.equal(ses.requests.filter((r) => r.raw.includes(id)).length, 0, 'nothing reached SES');
+  assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['queued', 0]);
+  const [job] = await ctx.sql<[{ runAt: Date }]>`select run_at from graphile_worker.jobs where key = ${id}`;
+  assert.ok(job && job.runAt.getTime() > Date.now(), 'its job runs again later');
 });
 
 test('throttling fails nothing and costs no attempt; the pace is halved and the throttle counted', { timeout: 60_000 }, async () => {
