@@ -4,8 +4,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import nodemailer from 'nodemailer';
-import MailComposer from 'nodemailer/lib/mail-composer/index.js';
+import MailComposer from 'nodemailer/lib/mail-composer';
+import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { createSql } from '../src/platform/db.ts';
 import { createProject } from '../src/projects/service.ts';
 import { createApiKey } from '../src/keys/service.ts';
@@ -13,11 +13,11 @@ import { cpuDuring, freePort, QUICK, ratio, round, spawnRole, spawnService, wait
 
 /**
  * SMTP messages per second caught, parsed (mailparser) and stored by Mailroom's sink, against
- * postfix's smtp-sink, which reads and discards. Both get the identical load: one nodemailer
- * client, CONNECTIONS pooled connections authenticated with AUTH PLAIN, the same pre-built
- * message. smtp-source cannot authenticate, and Mailroom's sink refuses unauthenticated mail, so
- * smtp-source only supplies a reference line (its own rate into smtp-sink) showing how much of
- * the ceiling is the client.
+ * postfix's smtp-sink, which reads and discards. Both get the identical load: CONNECTIONS
+ * connections of nodemailer's SMTPConnection, authenticated with AUTH PLAIN, each sending the
+ * same pre-built message one transaction after another. smtp-source cannot authenticate, and
+ * Mailroom's sink refuses unauthenticated mail, so smtp-source only supplies a reference line (its
+ * own rate into smtp-sink) showing how much of the ceiling is the client.
  */
 const CONNECTIONS = 8;
 const MESSAGES = QUICK ? 300 : 3000;
@@ -37,21 +37,42 @@ async function composeMessage(): Promise<Buffer> {
   }).compile().build();
 }
 
+/** An authenticated SMTP connection, ready for transactions. */
+async function openConnection(port: number, pass: string): Promise<SMTPConnection> {
+  const connection = new SMTPConnection({ host: '127.0.0.1', port, secure: false, ignoreTLS: true });
+  await new Promise<void>((resolve, reject) => {
+    connection.once('error', reject);
+    connection.connect(() => connection.login({ user: 'bench', pass }, (err) => (err ? reject(err) : resolve())));
+  });
+  return connection;
+}
+
+const sendOne = (connection: SMTPConnection, raw: Buffer) => new Promise<void>((resolve, reject) =>
+  connection.send({ from: FROM, to: [TO] }, raw, (err) => (err ? reject(err) : resolve())));
+
 /**
- * Sends `count` messages through one pooled client, after a warm-up on the same connections;
- * the seconds they took and the CPU the server (`pids`) used meanwhile.
+ * Sends `count` messages over CONNECTIONS connections, each taking the next message as soon as its
+ * last one is answered, after a warm-up on the same connections; the seconds they took and the CPU
+ * the server (`pids`) used meanwhile. The connections are nodemailer's SMTPConnection without its
+ * Mailer and pool, which would cost the client as much CPU a message as the server's parse, on the
+ * same two cores.
  */
 async function load(port: number, pass: string, raw: Buffer, count: number, pids: Record<string, number>) {
-  const transport = nodemailer.createTransport({
-    pool: true, maxConnections: CONNECTIONS, maxMessages: Infinity,
-    host: '127.0.0.1', port, secure: false, ignoreTLS: true, auth: { user: 'bench', pass },
-  });
-  const send = (n: number) => Promise.all(Array.from({ length: n }, () => transport.sendMail({ envelope: { from: FROM, to: [TO] }, raw })));
+  const connections = await Promise.all(Array.from({ length: CONNECTIONS }, () => openConnection(port, pass)));
+  const send = async (n: number) => {
+    let left = n;
+    await Promise.all(connections.map(async (connection) => {
+      while (left > 0) {
+        left--;
+        await sendOne(connection, raw);
+      }
+    }));
+  };
   try {
     await send(WARMUP);
     return await cpuDuring(pids, () => send(count));
   } finally {
-    transport.close();
+    for (const connection of connections) connection.quit();
   }
 }
 
@@ -110,7 +131,7 @@ export async function sink(ctx: BenchContext): Promise<BenchResult> {
       ceiling: postfix ? 'postfix smtp-sink' : 'postfix smtp-sink (not installed: apt-get install postfix)',
       ceiling_per_s: postfix ? round(postfix.rate) : null,
       ratio: ratio(rate, postfix?.rate ?? null),
-      load: `nodemailer to both, ${CONNECTIONS} pooled connections with AUTH PLAIN, ${MESSAGES} messages of ${raw.length} bytes`,
+      load: `nodemailer SMTPConnection to both, ${CONNECTIONS} connections with AUTH PLAIN, ${MESSAGES} messages of ${raw.length} bytes`,
       smtp_source_into_smtp_sink_per_s: postfix ? round(postfix.smtpSource) : null,
       messages: MESSAGES,
       concurrency: CONNECTIONS,
