@@ -37,6 +37,29 @@ function resetSes(maxSendRate: number, max24HourSend = 1_000_000) {
   Object.assign(ses.quota, { maxSendRate, max24HourSend });
 }
 
+/** Send slots at 2/s, as `reserveSendSlot` spaces them. */
+const SPACING_AT_2_PER_S = 1000 / (0.85 * 2);
+
+async function nextSlot(projectId: string) {
+  const [row] = await ctx.sql<[{ nextSendSlot: Date }]>`select next_send_slot from provider_connections where project_id = ${projectId}`;
+  return row.nextSendSlot.getTime();
+}
+
+/**
+ * Holds each request through the project's SES client before signing, for `holdMs(n)` ms (n counts
+ * from 0), as a cold SDK or a busy event loop would. Answers how many requests went through.
+ */
+async function holdRequests(projectId: string, holdMs: (n: number) => number) {
+  const client = sesClientFor(ctx.config, (await getProviderConnection(ctx.sql, ctx.config, projectId))!);
+  let seen = 0;
+  client.middlewareStack.add((next) => async (args) => {
+    const ms = holdMs(seen++);
+    if (ms > 0) await new Promise((r) => setTimeout(r, ms));
+    return next(args);
+  }, { step: 'initialize', name: 'testHoldRequests' });
+  return () => seen;
+}
+
 test('two worker processes together stay at the account rate: no second over it, no throttle', { skip: redisUrl ? false : REDIS_SKIP_REASON, timeout: 60_000 }, async () => {
   // SES here would take any rate: what is measured is Mailroom's own pacing to the stored quota.
   resetSes(1000);
@@ -65,22 +88,17 @@ test('two worker processes together stay at the account rate: no second over it,
 test('a send woken too late for its slot leaves it unused and takes the next free one', async () => {
   resetSes(1000);
   const projectId = await sesProject('late', { maxSendRate: 2, max24HourSend: 50_000 });
-  const spacingMs = 1000 / (0.85 * 2);
-  const nextSlot = async () => {
-    const [row] = await ctx.sql<[{ nextSendSlot: Date }]>`select next_send_slot from provider_connections where project_id = ${projectId}`;
-    return row.nextSendSlot.getTime();
-  };
   const task = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
   const id = await insertEmail(ctx.sql, projectId, {}, false);
   await reserveSendSlot(ctx.sql, projectId); // the email's slot is then one spacing ahead
-  const before = await nextSlot();
+  const before = await nextSlot(projectId);
   const run = task({ email_id: id, project_id: projectId }, noHelpers);
-  await waitFor('the task to take its slot', async () => (await nextSlot()) > before, 5000, 5);
+  await waitFor('the task to take its slot', async () => (await nextSlot(projectId)) > before, 5000, 5);
   // The event loop is held past the slot, as a busy worker's would be.
-  const until = Date.now() + spacingMs + 300;
+  const until = Date.now() + SPACING_AT_2_PER_S + 300;
   while (Date.now() < until) { /* busy */ }
   await run;
-  assert.ok((await nextSlot()) - before >= 2 * spacingMs - 5, 'the late slot was left unused and another taken');
+  assert.ok((await nextSlot(projectId)) - before >= 2 * SPACING_AT_2_PER_S - 5, 'the late slot was left unused and another taken');
   assert.equal(ses.accepted.length, 1);
   assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['sent', 1]);
 });
@@ -88,26 +106,16 @@ test('a send woken too late for its slot leaves it unused and takes the next fre
 test('a request held up inside the SDK past its slot is not sent in it, and goes in the next one', async () => {
   resetSes(1000);
   const projectId = await sesProject('held', { maxSendRate: 2, max24HourSend: 50_000 });
-  const spacingMs = 1000 / (0.85 * 2);
-  const nextSlot = async () => {
-    const [row] = await ctx.sql<[{ nextSendSlot: Date }]>`select next_send_slot from provider_connections where project_id = ${projectId}`;
-    return row.nextSendSlot.getTime();
-  };
-  // The first request through the project's client is held before signing, as a cold SDK's first
-  // request is (loading its code, resolving the endpoint), for longer than a slot's tolerance.
-  const client = sesClientFor(ctx.config, (await getProviderConnection(ctx.sql, ctx.config, projectId))!);
-  let held = 0;
-  client.middlewareStack.add((next) => async (args) => {
-    if (held++ === 0) await new Promise((r) => setTimeout(r, 200));
-    return next(args);
-  }, { step: 'initialize', name: 'testHoldFirstRequest' });
+  // The first request is held longer than a slot's tolerance, as a cold SDK's first request is
+  // (loading its code, resolving the endpoint).
+  const requests = await holdRequests(projectId, (n) => (n === 0 ? 200 : 0));
   const task = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
   const id = await insertEmail(ctx.sql, projectId, {}, false);
   await reserveSendSlot(ctx.sql, projectId); // the email's slot is then one spacing ahead
-  const before = await nextSlot();
+  const before = await nextSlot(projectId);
   await task({ email_id: id, project_id: projectId }, noHelpers);
-  assert.equal(held, 2, 'the request went through the SDK twice');
-  assert.ok((await nextSlot()) - before >= 2 * spacingMs - 5, 'a second slot was taken');
+  assert.equal(requests(), 2, 'the request went through the SDK twice');
+  assert.ok((await nextSlot(projectId)) - before >= 2 * SPACING_AT_2_PER_S - 5, 'a second slot was taken');
   assert.equal(ses.requests.filter((r) => r.raw.includes(id)).length, 1, 'SES got the email once');
   assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['sent', 1]);
 });
@@ -115,19 +123,13 @@ test('a request held up inside the SDK past its slot is not sent in it, and goes
 test('an email none of whose slots it could make goes back to the queue unsent, with no attempt used', async () => {
   resetSes(1000);
   const projectId = await sesProject('stalled', { maxSendRate: 2, max24HourSend: 50_000 });
-  // Every request is held before signing for longer than a slot's tolerance, as in a worker
-  // whose event loop never frees up in time.
-  const client = sesClientFor(ctx.config, (await getProviderConnection(ctx.sql, ctx.config, projectId))!);
-  let held = 0;
-  client.middlewareStack.add((next) => async (args) => {
-    held++;
-    await new Promise((r) => setTimeout(r, 150));
-    return next(args);
-  }, { step: 'initialize', name: 'testHoldEveryRequest' });
+  // Every request is held longer than a slot's tolerance, as in a worker whose event loop never
+  // frees up in time.
+  const requests = await holdRequests(projectId, () => 150);
   const task = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
   const id = await insertEmail(ctx.sql, projectId, {}, false);
   await task({ email_id: id, project_id: projectId }, noHelpers);
-  assert.equal(held, 3, 'three slots were tried');
+  assert.equal(requests(), 3, 'three slots were tried');
   assert.equal(ses.requests.filter((r) => r.raw.includes(id)).length, 0, 'nothing reached SES');
   assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['queued', 0]);
   const [job] = await ctx.sql<[{ runAt: Date }]>`select run_at from graphile_worker.jobs where key = ${id}`;
