@@ -39,7 +39,6 @@ test('a claim takes the oldest deliveries through the index of unattempted ones 
     },
   });
   const rollback = new Error('rollback');
-  let indexes: string[] = [];
   let claimed: string[] = [];
   let rows: { id: string; url: string; type: string }[] = [];
   try {
@@ -61,7 +60,7 @@ test('a claim takes the oldest deliveries through the index of unattempted ones 
     await probe.end();
   }
   assert.ok(plans.length > 0, 'auto_explain reported the claim');
-  indexes = [...new Set(plans.flatMap(indexesIn))].sort();
+  const indexes = [...new Set(plans.flatMap(indexesIn))].sort();
   assert.deepEqual(rows.map((r) => [r.id, r.url, r.type]), Array.from({ length: 16 }, (_, i) => [`whd_plan${String(1 + i).padStart(5, '0')}`, 'http://127.0.0.1:9/hook', 'email.delivered']), 'each with its endpoint and event');
   assert.deepEqual(claimed, Array.from({ length: 16 }, (_, i) => `whd_plan${String(1 + i).padStart(5, '0')}`), 'the 16 oldest');
   // Nothing that walks the project's or the endpoint's whole history.
