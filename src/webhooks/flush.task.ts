@@ -85,7 +85,7 @@ export async function flushEndpoint(sql: Sql, attempter: Attempter, projectId: s
   }
   /** The next delivery to attempt; the next claim starts while a round's worth is still waiting. */
   async function next() {
-    if (claimed.length <= CLAIM_BATCH && mayClaim()) claimMore().catch(() => {});
+    if (claimed.length <= FLUSH_IN_FLIGHT && mayClaim()) claimMore().catch(() => {});
     while (claimed.length === 0 && mayClaim()) await claimMore();
     return claimed.shift();
   }
