@@ -26,11 +26,6 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits;
 export const ratio = (rate: number, ceiling: number | null) => (ceiling ? round(rate / ceiling, 3) : null);
 
-export function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
 /** Children still running; killed on any exit path so a failed run leaves nothing behind. */
 const children = new Set<ChildProcess>();
 export function killChildren() {
