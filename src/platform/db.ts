@@ -2,6 +2,7 @@ import postgres from 'postgres';
 
 export type Sql = postgres.Sql<{}>;
 export type TxSql = postgres.TransactionSql<{}>;
+export type ReservedSql = postgres.ReservedSql<{}>;
 
 /**
  * One pool per process. Column names come back camelCase; JSON values are left alone so
@@ -46,4 +47,79 @@ export async function pingDatabase(sql: Sql, timeoutMs = 1000): Promise<boolean>
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** How long a caller waits for a connection of its own, then for the work on it, before giving up. */
+const RESERVE_WAIT_MS = 10_000;
+const RESERVED_WORK_MS = 15_000;
+
+/**
+ * Runs `work` on a connection held for it alone (for statements written back to back) and gives
+ * the connection back after. It works around flaws of postgres.js 3.4.9 when the server ends
+ * connections (a restart, a failover, `pg_terminate_backend`):
+ * - A released connection goes back to the pool even when the server has ended it, and the next
+ *   query written to it throws an uncaught TypeError and never settles (porsager/postgres#1199).
+ *   A connection that met a connection-ending error is therefore not released: the pool already
+ *   counts it closed, and opens it again when needed. `work` passes every error its queries met,
+ *   thrown or not, through `met`.
+ * - A reservation still waiting when the server ends the connection it waits for is never
+ *   answered (porsager/postgres#1195), and a query written to a held connection that ended can
+ *   be lost the same way. Both waits are bounded: the caller gets an error and can go another
+ *   way; a connection that comes later, or work that settles later, is released then.
+ */
+export async function withReservedConnection<T>(
+  sql: Sql,
+  work: (connection: ReservedSql, met: (err: unknown) => void) => Promise<T>,
+  { waitMs = RESERVE_WAIT_MS, workMs = RESERVED_WORK_MS } = {},
+): Promise<T> {
+  const connection = await reserveWithin(sql, waitMs);
+  let ended = false;
+  const met = (err: unknown) => { ended ||= endsConnection(err); };
+  const running = (async () => {
+    try {
+      return await work(connection, met);
+    } catch (err) {
+      met(err);
+      throw err;
+    } finally {
+      if (!ended) connection.release();
+    }
+  })();
+  return settleWithin(running, workMs, `the database did not answer within ${workMs / 1000} s`);
+}
+
+function settleWithin<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(message)), ms); });
+  work.catch(() => {}); // settled after the caller gave up: nobody is listening any more
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
+function reserveWithin(sql: Sql, waitMs: number): Promise<ReservedSql> {
+  return new Promise((resolve, reject) => {
+    let gaveUp = false;
+    const timer = setTimeout(() => {
+      gaveUp = true;
+      reject(new Error(`no database connection came free within ${waitMs / 1000} s`));
+    }, waitMs);
+    sql.reserve().then((connection) => {
+      clearTimeout(timer);
+      if (gaveUp) connection.release();
+      else resolve(connection);
+    }, (err: unknown) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+  });
+}
+
+/**
+ * Whether an error means the connection is gone: a FATAL or PANIC from the server, postgres.js's
+ * own CONNECTION_CLOSED / _DESTROYED / _ENDED, or a socket error. A statement's ordinary
+ * ERROR leaves the connection usable.
+ */
+export function endsConnection(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const { severity, code, syscall } = err as { severity?: unknown; code?: unknown; syscall?: unknown };
+  return severity === 'FATAL' || severity === 'PANIC' || (typeof code === 'string' && code.startsWith('CONNECTION_')) || typeof syscall === 'string';
 }

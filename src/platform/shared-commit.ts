@@ -1,5 +1,5 @@
 import type { PendingQuery, Row } from 'postgres';
-import type { Sql, TxSql } from './db.ts';
+import { endsConnection, withReservedConnection, type Sql, type TxSql } from './db.ts';
 import { GroupCommit, groupCommitPerPool } from './group-commit.ts';
 
 /** A statement built on whichever connection runs it: a shared transaction, or its own. */
@@ -20,8 +20,23 @@ export function commitShared<T extends Row>(sql: Sql, statement: Statement<T>): 
 const committerFor = groupCommitPerPool((sql) => new GroupCommit<Statement<Row>, Row[]>(
   (statements) => (statements.length === 1 ? Promise.all([statements[0]!(sql)]) : pipelinedTransaction(sql, statements)),
   { maxBatch: 64 },
-  (make) => make(sql),
+  (make) => runAlone(sql, make),
 ));
+
+/**
+ * One statement in its own transaction, after its shared one failed. A statement stands on its
+ * own, so one that failed because its connection ended runs once more: after a connection ends
+ * with a FATAL error, postgres.js 3.4.9 can hand that error to the first query it sends once
+ * reconnected, which never ran.
+ */
+async function runAlone(sql: Sql, make: Statement<Row>): Promise<Row[]> {
+  try {
+    return await make(sql);
+  } catch (err) {
+    if (!endsConnection(err)) throw err;
+    return make(sql);
+  }
+}
 
 type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
 const settle = <T>(query: PromiseLike<T>): Promise<Settled<T>> =>
@@ -34,17 +49,15 @@ const settle = <T>(query: PromiseLike<T>): Promise<Settled<T>> =>
  * the first error, and the statements run again one by one.
  */
 async function pipelinedTransaction(sql: Sql, statements: Statement<Row>[]): Promise<Row[][]> {
-  const connection = await sql.reserve();
-  try {
+  return withReservedConnection(sql, async (connection, met) => {
     // A query is written when first awaited: settle() awaits each in the order they must run.
     const begun = settle(connection.unsafe('begin'));
     const ran = statements.map((make) => settle(make(connection)));
     const committed = settle(connection.unsafe('commit'));
     const results = await Promise.all(ran);
-    const failed = [await begun, ...results, await committed].find((o) => !o.ok);
-    if (failed) throw failed.error;
+    const failures = [await begun, ...results, await committed].filter((o): o is { ok: false; error: unknown } => !o.ok);
+    failures.forEach((o) => met(o.error));
+    if (failures.length) throw failures[0]!.error;
     return results.map((o) => (o as { value: Row[] }).value);
-  } finally {
-    connection.release();
-  }
+  });
 }

@@ -1,4 +1,4 @@
-import type { Sql } from '../platform/db.ts';
+import { withReservedConnection, type Sql } from '../platform/db.ts';
 import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
 import { newId } from '../platform/ids.ts';
 import type { ParsedSinkMessage } from './parse.ts';
@@ -91,22 +91,23 @@ async function insertBatch(sql: Sql, items: Insert[]): Promise<void[]> {
   const additions = [...adding].map(([projectId, sum]) => ({ project_id: projectId, messages: sum.messages, bytes: sum.bytes }));
 
   // The prunes go out behind the insert on the same connection: one round trip for the batch.
-  const connection = await sql.reserve();
-  try {
+  await withReservedConnection(sql, async (connection, met) => {
     // A query goes out when first awaited: the insert is, before the prunes are made. It is
     // prepared: its plan reads no table, so the generic plan is the only one, and unprepared it
     // would cost a round trip more (postgres.js has its parameters described first).
+    const failed = (what: string) => (err: unknown) => {
+      met(err);
+      return err ?? `${what} failed`;
+    };
     const inserted = connection.unsafe(INSERT_STATEMENT, [JSON.stringify(additions), JSON.stringify(rows), SINK_CHANNEL], { prepare: true })
-      .then(() => undefined, (err: unknown) => err ?? 'insert failed');
-    const pruned = [...adding].map(([projectId, { keep }]) => pruneProject(connection, projectId, keep).then(() => undefined, (err: unknown) => err ?? 'prune failed'));
+      .then(() => undefined, failed('insert'));
+    const pruned = [...adding].map(([projectId, { keep }]) => pruneProject(connection, projectId, keep).then(() => undefined, failed('prune')));
     prunesRun.set(sql, (prunesRun.get(sql) ?? 0) + pruned.length);
     const insertFailed = await inserted;
     const pruneFailed = (await Promise.all(pruned)).find((err) => err !== undefined);
     if (insertFailed !== undefined) throw insertFailed;
     if (pruneFailed !== undefined) for (const { onPruneError } of items) onPruneError?.(pruneFailed);
-  } finally {
-    connection.release();
-  }
+  });
   return items.map(() => undefined);
 }
 
