@@ -9,7 +9,13 @@ const HEARTBEAT_MS = 5_000;
 /** A pool silent for this long is presumed dead and its jobs are released (WORKER_DEAD_AFTER_SECONDS). */
 const DEAD_AFTER_SECONDS = 30;
 
-export type WorkerHandle = { runner: Runner; poolId: string; stop(): Promise<void> };
+export type WorkerHandle = {
+  runner: Runner;
+  poolId: string;
+  /** Settles with the reason if graphile-worker stops taking jobs without being asked to. */
+  endedOnItsOwn: Promise<unknown>;
+  stop(): Promise<void>;
+};
 
 /**
  * Runs graphile-worker with a heartbeat row per pool. A pool killed without a graceful stop
@@ -78,13 +84,26 @@ export async function startWorker(opts: {
     beating = beat().catch((err) => log.warn({ err: (err as Error).message }, 'worker heartbeat failed'));
   }, heartbeatMs);
 
+  // graphile-worker shuts its pool down by itself when a database error leaves the queue in an
+  // unknown state (completions it could not record, jobs it could not give back, as when the
+  // server ends its connections). Nothing takes jobs after that, so the process must not carry on
+  // as if it were working. Settles only for an end that stop() did not ask for.
+  let stopping = false;
+  let runnerEnded = false;
+  const endedOnItsOwn = runner.promise.then(() => undefined, (err: unknown) => err).then((err) => {
+    runnerEnded = true;
+    return stopping ? new Promise<never>(() => {}) : err ?? new Error('the job runner stopped');
+  });
+
   return {
     runner,
     poolId,
+    endedOnItsOwn,
     async stop() {
+      stopping = true;
       clearInterval(timer);
       await beating;
-      await runner.stop();
+      if (!runnerEnded) await runner.stop();
       await pgPool.end();
       await sql`delete from worker_heartbeats where pool_id = ${poolId}`.catch(() => {});
     },
