@@ -1,0 +1,76 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
+import { testRedisUrl, REDIS_SKIP_REASON } from '../helpers/redis.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { insertEmail } from './fixtures.ts';
+import { freePort, startWorkerProcess, stopProcess } from '../helpers/worker-process.ts';
+import { createSql } from '../../src/platform/db.ts';
+
+const redisUrl = await testRedisUrl();
+const ctx = await createTestContext();
+
+test('a worker whose connections the server ends mid-batch, as a restart or failover does, sends everything: by itself or after exiting to its supervisor', { skip: redisUrl ? false : REDIS_SKIP_REASON, timeout: 180_000 }, async () => {
+  const { projectId } = await ctx.tenant('restart');
+  // The test's own queries go through a pool the terminations spare.
+  const admin = createSql(ctx.url, { max: 2, appName: 'restart-test-admin' });
+  const countBy = async () => {
+    const rows = await admin<{ status: string; n: number }[]>`
+      select status, count(*)::int as n from emails where project_id = ${projectId} group by status`;
+    return Object.fromEntries(rows.map((r) => [r.status, r.n])) as Record<string, number>;
+  };
+  let stopped = false;
+  try {
+    const total = 60;
+    for (let i = 0; i < total; i++) await insertEmail(ctx.sql, projectId, { subject: `Restart ${i}` });
+    const env = {
+      DATABASE_URL: ctx.url,
+      SECRET_KEY: TEST_SECRET_KEY,
+      REDIS_URL: redisUrl!,
+      LOG_LEVEL: 'silent',
+      SINK_SMTP_HOST: '127.0.0.1',
+      SINK_SMTP_PORT: String(await freePort()),
+      WORKER_CONCURRENCY: '4',
+      WORKER_DEAD_AFTER_SECONDS: '3',
+      EMAIL_RETRY_BASE_MS: '100',
+    };
+    // The supervisor: a worker that exits with an error is started again, as compose's
+    // `restart: unless-stopped` does.
+    let worker = startWorkerProcess(env);
+    const exits: Array<number | null> = [];
+    const supervise = (child: typeof worker) => child.once('exit', (code) => {
+      exits.push(code);
+      if (code !== 0 && !stopped) supervise(worker = startWorkerProcess(env));
+    });
+    supervise(worker);
+    await waitFor('the worker to start sending', async () => ((await countBy()).sent ?? 0) >= 3, 30_000, 10);
+
+    // Every connection of the worker ends, three times over, while it sends.
+    let ended = 0;
+    let atFirstEnd: Record<string, number> = {};
+    for (let round = 0; round < 3; round++) {
+      const rows = await admin<{ ended: boolean }[]>`
+        select pg_terminate_backend(pid) as ended from pg_stat_activity
+        where datname = current_database() and pid <> pg_backend_pid() and application_name <> 'restart-test-admin'`;
+      ended += rows.filter((r) => r.ended).length;
+      if (round === 0) atFirstEnd = await countBy();
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    assert.ok(ended >= 3, `connections were ended (${ended})`);
+    assert.ok((atFirstEnd.sent ?? 0) < total, `the terminations landed mid-batch (${JSON.stringify(atFirstEnd)})`);
+
+    // An email whose attempt the terminations cut short waits for that attempt's lease (45 s).
+    await waitFor('every email to be sent', async () => (await countBy()).sent === total, 120_000, 100);
+    stopped = true;
+    await stopProcess(worker);
+    assert.ok(exits.slice(0, -1).every((code) => code === 1), `a worker that stopped taking jobs exited with 1 (${exits.join(', ')})`);
+
+    const events = await admin<{ n: number }[]>`
+      select count(*)::int as n from events where project_id = ${projectId} and type = 'email.sent' group by email_id`;
+    assert.equal(events.length, total);
+    assert.ok(events.every((e) => e.n === 1), 'one email.sent event an email');
+  } finally {
+    stopped = true;
+    await admin.end({ timeout: 1 });
+  }
+});
