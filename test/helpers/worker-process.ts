@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { after } from 'node:test';
+import { TEST_SECRET_KEY } from './app.ts';
 
 /** A loopback port free right now, for a child process's listener. */
 export async function freePort(): Promise<number> {
@@ -9,6 +10,24 @@ export async function freePort(): Promise<number> {
   const { port } = server.address() as { port: number };
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
+}
+
+/**
+ * A worker process's settings for tests that stop it the hard way: it sends through its own sink,
+ * retries quickly, and a pool silent for 3 s counts as dead, so what it held is freed soon.
+ */
+export async function sinkWorkerEnv(databaseUrl: string, redisUrl: string): Promise<Record<string, string>> {
+  return {
+    DATABASE_URL: databaseUrl,
+    SECRET_KEY: TEST_SECRET_KEY,
+    REDIS_URL: redisUrl,
+    LOG_LEVEL: 'silent',
+    SINK_SMTP_HOST: '127.0.0.1',
+    SINK_SMTP_PORT: String(await freePort()),
+    WORKER_CONCURRENCY: '4',
+    WORKER_DEAD_AFTER_SECONDS: '3',
+    EMAIL_RETRY_BASE_MS: '100',
+  };
 }
 
 const children = new Set<ChildProcess>();

@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
+import { createTestContext } from '../helpers/app.ts';
 import { testRedisUrl, REDIS_SKIP_REASON } from '../helpers/redis.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { insertEmail } from './fixtures.ts';
-import { freePort, startWorkerProcess, stopProcess } from '../helpers/worker-process.ts';
+import { sinkWorkerEnv, startWorkerProcess, stopProcess } from '../helpers/worker-process.ts';
 
 const redisUrl = await testRedisUrl();
 const ctx = await createTestContext();
@@ -21,17 +21,7 @@ test('a worker killed with SIGKILL mid-batch loses nothing: after a restart ever
   const ids: string[] = [];
   for (let i = 0; i < total; i++) ids.push(await insertEmail(ctx.sql, projectId, { subject: `Batch ${i}` }));
 
-  const env = {
-    DATABASE_URL: ctx.url,
-    SECRET_KEY: TEST_SECRET_KEY,
-    REDIS_URL: redisUrl!,
-    LOG_LEVEL: 'silent',
-    SINK_SMTP_HOST: '127.0.0.1',
-    SINK_SMTP_PORT: String(await freePort()),
-    WORKER_CONCURRENCY: '4',
-    WORKER_DEAD_AFTER_SECONDS: '3',
-    EMAIL_RETRY_BASE_MS: '100',
-  };
+  const env = await sinkWorkerEnv(ctx.url, redisUrl!);
   const first = startWorkerProcess(env);
   await waitFor('the first worker to start sending', async () => ((await countBy(projectId)).sent ?? 0) >= 3, 30_000, 10);
   await stopProcess(first, 'SIGKILL');

@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
+import { createTestContext } from '../helpers/app.ts';
 import { testRedisUrl, REDIS_SKIP_REASON } from '../helpers/redis.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { insertEmail } from './fixtures.ts';
-import { freePort, startWorkerProcess, stopProcess } from '../helpers/worker-process.ts';
+import { sinkWorkerEnv, startWorkerProcess, stopProcess } from '../helpers/worker-process.ts';
 import { createSql } from '../../src/platform/db.ts';
 
 const redisUrl = await testRedisUrl();
@@ -23,17 +23,7 @@ test('a worker whose connections the server ends mid-batch, as a restart or fail
   try {
     const total = 60;
     for (let i = 0; i < total; i++) await insertEmail(ctx.sql, projectId, { subject: `Restart ${i}` });
-    const env = {
-      DATABASE_URL: ctx.url,
-      SECRET_KEY: TEST_SECRET_KEY,
-      REDIS_URL: redisUrl!,
-      LOG_LEVEL: 'silent',
-      SINK_SMTP_HOST: '127.0.0.1',
-      SINK_SMTP_PORT: String(await freePort()),
-      WORKER_CONCURRENCY: '4',
-      WORKER_DEAD_AFTER_SECONDS: '3',
-      EMAIL_RETRY_BASE_MS: '100',
-    };
+    const env = await sinkWorkerEnv(ctx.url, redisUrl!);
     // The supervisor: a worker that exits with an error is started again, as compose's
     // `restart: unless-stopped` does.
     let worker = startWorkerProcess(env);
