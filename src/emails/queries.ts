@@ -167,6 +167,14 @@ const HELD = (sql: Sql | TxSql, email: ClaimedEmail) =>
   sql`id = ${email.id} and project_id = ${email.projectId} and status = 'sending' and lease_owner = ${email.leaseOwner}`;
 
 /**
+ * Ends this attempt's lease now, leaving the email `sending`: the next claim may take it at once
+ * instead of waiting for the lease to run out.
+ */
+export async function giveUpLease(sql: Sql, email: ClaimedEmail) {
+  await sql`update emails set lease_expires_at = now(), updated_at = now() where ${HELD(sql, email)}`;
+}
+
+/**
  * `sent` (plus `delivered` for the sink, which is the receiving server) with its events, their
  * webhook deliveries and jobs: one statement, one round trip. False if the lease was lost, and
  * then nothing is recorded.

@@ -151,56 +151,71 @@ export function emailSendTask(deps: WorkerDeps): Task {
       if (leaseEnd) await q.enqueueSendAgain(sql, projectId, emailId, leaseEnd.getTime() - Date.now() + 1000);
       return;
     }
-    const log = deps.log.child({ emailId, projectId, attempt: email.attemptCount });
-
-    const suppressed = email.hasSuppressions
-      ? await suppressedAmong(sql, projectId, [...email.toAddresses, ...email.ccAddresses, ...email.bccAddresses])
-      : new Set<string>();
-    const keep = (list: string[]) => list.filter((a) => !suppressed.has(normaliseAddress(a)));
-    const envelope = { to: keep(email.toAddresses), cc: keep(email.ccAddresses), bcc: keep(email.bccAddresses) };
-    if (envelope.to.length + envelope.cc.length + envelope.bcc.length === 0) {
-      await settleFailed(sql, email, 'recipient_suppressed', 'Every recipient is on the project\'s suppression list.');
-      log.info('email failed: every recipient suppressed');
-      return;
-    }
-
-    let sent: { messageId: string; viaSink: boolean };
-    let transport: Transport | undefined;
     try {
-      transport = await transportFor(deps, projectId, emailId, email.hasProvider);
-      // Composed before waiting for the slot, so the request leaves as close to it as possible.
-      const raw = await compose(deps, email);
-      const bare = (list: string[]) => list.map(bareAddress);
-      const result = await sendInTurn(sql, log, email, transport, raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags });
-      if (!result) return;
-      sent = { messageId: result.messageId, viaSink: transport.provider === 'sink' };
+      await sendClaimed(deps, email);
     } catch (err) {
-      const outcome = classifySendError(err);
-      const provider = transport?.provider ?? 'ses';
-      const exhausted = outcome.retry && !outcome.pace && email.attemptCount >= MAX_SEND_ATTEMPTS;
-      recordEmailOutcome(provider, !outcome.retry || exhausted ? 'failed' : outcome.pace === 'throttled' ? 'throttled' : 'retried');
-      if (!outcome.retry) {
-        await settleFailed(sql, email, outcome.lastError, outcome.message);
-        log.warn({ lastError: outcome.lastError, reason: outcome.message }, 'email failed');
-      } else if (outcome.pace === 'throttled') {
-        await slowDown(sql, projectId);
-        await q.requeue(sql, email, THROTTLE_RETRY_MS, false);
-        log.info({ reason: outcome.message }, 'email send throttled; pace halved for a minute');
-      } else if (outcome.pace === 'daily_quota') {
-        await q.requeue(sql, email, QUOTA_RETRY_MS, false);
-        log.warn({ reason: outcome.message }, 'email send waits for the daily quota');
-      } else if (exhausted) {
-        await settleFailed(sql, email, 'provider_unavailable', `Gave up after ${email.attemptCount} attempts. Last: ${outcome.message}`);
-        log.warn({ reason: outcome.message }, 'email failed: retries exhausted');
-      } else {
-        const delayMs = config.emailRetryBaseMs * 2 ** (email.attemptCount - 1);
-        await q.requeue(sql, email, delayMs, true);
-        log.info({ reason: outcome.message, retryInMs: delayMs }, 'email send deferred');
-      }
-      return;
+      // The attempt ended on an error of its own (its database connection went, say) and sends
+      // nothing more. Its lease is given up, so the job's retry need not wait the lease out; if
+      // the database is still away, the lease simply runs out. Delivery stays at least once.
+      await q.giveUpLease(sql, email).catch(() => {});
+      throw err;
     }
-    await settleSent(sql, email, sent.messageId, sent.viaSink, [...envelope.to, ...envelope.cc]);
-    recordEmailOutcome(sent.viaSink ? 'sink' : 'ses', 'sent');
-    log.debug({ providerMessageId: sent.messageId, suppressed: suppressed.size }, 'email sent');
   };
+}
+
+/** The send of an email this attempt has claimed, to its settling as sent, failed or requeued. */
+async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail) {
+  const { sql, config } = deps;
+  const { id: emailId, projectId } = email;
+  const log = deps.log.child({ emailId, projectId, attempt: email.attemptCount });
+
+  const suppressed = email.hasSuppressions
+    ? await suppressedAmong(sql, projectId, [...email.toAddresses, ...email.ccAddresses, ...email.bccAddresses])
+    : new Set<string>();
+  const keep = (list: string[]) => list.filter((a) => !suppressed.has(normaliseAddress(a)));
+  const envelope = { to: keep(email.toAddresses), cc: keep(email.ccAddresses), bcc: keep(email.bccAddresses) };
+  if (envelope.to.length + envelope.cc.length + envelope.bcc.length === 0) {
+    await settleFailed(sql, email, 'recipient_suppressed', 'Every recipient is on the project\'s suppression list.');
+    log.info('email failed: every recipient suppressed');
+    return;
+  }
+
+  let sent: { messageId: string; viaSink: boolean };
+  let transport: Transport | undefined;
+  try {
+    transport = await transportFor(deps, projectId, emailId, email.hasProvider);
+    // Composed before waiting for the slot, so the request leaves as close to it as possible.
+    const raw = await compose(deps, email);
+    const bare = (list: string[]) => list.map(bareAddress);
+    const result = await sendInTurn(sql, log, email, transport, raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags });
+    if (!result) return;
+    sent = { messageId: result.messageId, viaSink: transport.provider === 'sink' };
+  } catch (err) {
+    const outcome = classifySendError(err);
+    const provider = transport?.provider ?? 'ses';
+    const exhausted = outcome.retry && !outcome.pace && email.attemptCount >= MAX_SEND_ATTEMPTS;
+    recordEmailOutcome(provider, !outcome.retry || exhausted ? 'failed' : outcome.pace === 'throttled' ? 'throttled' : 'retried');
+    if (!outcome.retry) {
+      await settleFailed(sql, email, outcome.lastError, outcome.message);
+      log.warn({ lastError: outcome.lastError, reason: outcome.message }, 'email failed');
+    } else if (outcome.pace === 'throttled') {
+      await slowDown(sql, projectId);
+      await q.requeue(sql, email, THROTTLE_RETRY_MS, false);
+      log.info({ reason: outcome.message }, 'email send throttled; pace halved for a minute');
+    } else if (outcome.pace === 'daily_quota') {
+      await q.requeue(sql, email, QUOTA_RETRY_MS, false);
+      log.warn({ reason: outcome.message }, 'email send waits for the daily quota');
+    } else if (exhausted) {
+      await settleFailed(sql, email, 'provider_unavailable', `Gave up after ${email.attemptCount} attempts. Last: ${outcome.message}`);
+      log.warn({ reason: outcome.message }, 'email failed: retries exhausted');
+    } else {
+      const delayMs = config.emailRetryBaseMs * 2 ** (email.attemptCount - 1);
+      await q.requeue(sql, email, delayMs, true);
+      log.info({ reason: outcome.message, retryInMs: delayMs }, 'email send deferred');
+    }
+    return;
+  }
+  await settleSent(sql, email, sent.messageId, sent.viaSink, [...envelope.to, ...envelope.cc]);
+  recordEmailOutcome(sent.viaSink ? 'sink' : 'ses', 'sent');
+  log.debug({ providerMessageId: sent.messageId, suppressed: suppressed.size }, 'email sent');
 }

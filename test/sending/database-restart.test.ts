@@ -49,7 +49,7 @@ test('a worker whose connections the server ends mid-batch, as a restart or fail
     assert.ok(ended >= 3, `connections were ended (${ended})`);
     assert.ok((atFirstEnd.sent ?? 0) < total, `the terminations landed mid-batch (${JSON.stringify(atFirstEnd)})`);
 
-    // An email whose attempt the terminations cut short waits for that attempt's lease (45 s).
+    // An email whose attempt was cut short where it could not give its lease up waits 45 s for it.
     await waitFor('every email to be sent', async () => (await countBy()).sent === total, 120_000, 100);
     stopped = true;
     await stopProcess(worker);

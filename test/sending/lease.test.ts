@@ -1,0 +1,38 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createTestContext } from '../helpers/app.ts';
+import { emailSendTask } from '../../src/emails/send.task.ts';
+import { createLogger } from '../../src/platform/log.ts';
+import { startCaptureSmtp } from './capture-smtp.ts';
+import { emailState, insertEmail, noHelpers } from './fixtures.ts';
+
+const smtp = await startCaptureSmtp();
+const ctx = await createTestContext({ env: { SINK_SMTP_PORT: String(smtp.port) } });
+const task = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
+const run = (projectId: string, emailId: string) => task({ email_id: emailId, project_id: projectId }, noHelpers);
+
+test('an attempt that ends on an error of its own gives up its lease, so the retry sends at once', async () => {
+  const { projectId } = await ctx.tenant();
+  const id = await insertEmail(ctx.sql, projectId, { subject: 'recording fails' }, false);
+  // Recording the send fails, as when the database goes away just after the message left.
+  await ctx.sql.unsafe(`
+    create function refuse_sent() returns trigger language plpgsql as $$
+      begin raise exception 'the database went away'; end $$;
+    create trigger refuse_sent before update of status on emails for each row
+      when (new.status = 'sent' and new.subject = 'recording fails') execute function refuse_sent()`);
+  try {
+    await assert.rejects(run(projectId, id), /the database went away/);
+  } finally {
+    await ctx.sql.unsafe('drop trigger refuse_sent on emails; drop function refuse_sent()');
+  }
+  const [held] = await ctx.sql<[{ status: string; live: boolean }]>`
+    select status, lease_expires_at > now() as live from emails where id = ${id} and project_id = ${projectId}`;
+  assert.deepEqual({ ...held }, { status: 'sending', live: false });
+
+  // The job's retry (graphile-worker runs it again after the error) claims it straight away.
+  await run(projectId, id);
+  const state = await emailState(ctx.sql, projectId, id);
+  assert.equal(state.status, 'sent');
+  assert.equal(state.attemptCount, 2);
+  assert.equal(smtp.messages.filter((m) => m.envid.endsWith(`:${id}`)).length, 2, 'sent again: delivery is at least once');
+});
