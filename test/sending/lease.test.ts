@@ -21,7 +21,7 @@ test('an attempt that ends on an error of its own gives up its lease, so the ret
     create trigger refuse_sent before update of status on emails for each row
       when (new.status = 'sent' and new.subject = 'recording fails') execute function refuse_sent()`);
   try {
-    await assert.rejects(run(projectId, id), /the database went away/);
+    await assert.rejects(async () => run(projectId, id), /the database went away/);
   } finally {
     await ctx.sql.unsafe('drop trigger refuse_sent on emails; drop function refuse_sent()');
   }
