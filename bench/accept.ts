@@ -4,7 +4,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { apiWithKey, cpuDuring, peakRssMb, rssMb, QUICK, ratio, round, type BenchContext, type BenchResult } from './support.ts';
+import { apiWithKey, cpuDuring, mainThreadSchedule, peakRssMb, rssMb, runtimeFigures, QUICK, ratio, round, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * POST /v1/emails at 32 connections with no worker running, against pgbench doing the very
@@ -159,12 +159,26 @@ export async function accept(ctx: BenchContext): Promise<BenchResult> {
     let rss: number;
     let bootRss: number;
     let cpu: Record<string, number>;
+    let mainThread: Record<string, unknown>;
     try {
       const { url } = await api.logLine('api listening');
       bootRss = rssMb(api.pid);
       warmup = await wrk(String(url), key, WARMUP_SECONDS);
+      const metricsUrl = new URL('/metrics', String(url)).href;
+      const runtimeBefore = await runtimeFigures(metricsUrl);
+      const scheduleBefore = mainThreadSchedule(api.pid);
       ({ result: run, cpu } = await cpuDuring({ api: api.pid }, () => wrk(String(url), key, SECONDS)));
+      const scheduleAfter = mainThreadSchedule(api.pid);
+      const runtimeAfter = await runtimeFigures(metricsUrl);
       cpu.load = run.cpuSeconds;
+      mainThread = {
+        on_cpu_s: round(scheduleAfter.onCpu - scheduleBefore.onCpu, 2),
+        waiting_for_cpu_s: round(scheduleAfter.waiting - scheduleBefore.waiting, 2),
+        gc_pause_s: Object.fromEntries(Object.entries(runtimeAfter.gcSeconds)
+          .map(([kind, total]) => [kind, round(total - (runtimeBefore.gcSeconds[kind] ?? 0), 3)])),
+        event_loop_delay_p99_ms: round(runtimeAfter.loopDelayP99Ms, 1),
+        event_loop_delay_max_ms: round(runtimeAfter.loopDelayMaxMs, 1),
+      };
       rss = peakRssMb(api.pid);
     } finally {
       await api.stop();
@@ -207,6 +221,7 @@ export async function accept(ctx: BenchContext): Promise<BenchResult> {
       api_rss_after_boot_mb: bootRss,
       api_peak_rss_mb: rss,
       cpu_s: cpu,
+      api_main_thread: mainThread,
       requests: run.requests,
       concurrency: CONCURRENCY,
       load: `wrk, 1 thread, ${CONCURRENCY} connections, ${SECONDS} s after ${WARMUP_SECONDS} s of warm-up`,

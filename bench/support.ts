@@ -4,6 +4,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import postgres from 'postgres';
+// @ts-expect-error: the parser ships no types
+import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { migrateDatabase } from '../src/platform/migrate.ts';
 import { createSql } from '../src/platform/db.ts';
 import { createProject } from '../src/projects/service.ts';
@@ -167,6 +169,42 @@ export async function cpuDuring<T>(pids: Record<string, number>, measure: () => 
   for (const name of Object.keys(after)) cpu[name] = round(after[name]! - before[name]!, 2);
   return { result, cpu, seconds: wall };
 }
+
+/**
+ * Seconds a process's main thread (the event loop) has spent on a CPU and waiting for one, from
+ * the scheduler's own counters. Waiting for a CPU is time a request was ready and nothing ran it:
+ * on a machine whose cores are shared with PostgreSQL and the load, that is part of the latency.
+ */
+export function mainThreadSchedule(pid: number): { onCpu: number; waiting: number } {
+  const [onCpuNs, waitingNs] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
+  return { onCpu: onCpuNs! / 1e9, waiting: waitingNs! / 1e9 };
+}
+
+export type RuntimeFigures = {
+  /** Total garbage collection pause seconds so far, by kind (minor, major, incremental, weakcb). */
+  gcSeconds: Record<string, number>;
+  /** Event-loop delay since the previous scrape: prom-client resets its histogram on each one. */
+  loopDelayP99Ms: number;
+  loopDelayMaxMs: number;
+};
+
+/** The Node runtime figures a Mailroom process exports on `/metrics` (prom-client's defaults). */
+export async function runtimeFigures(metricsUrl: string): Promise<RuntimeFigures> {
+  const res = await fetch(metricsUrl);
+  if (!res.ok) throw new Error(`${metricsUrl} answered ${res.status}`);
+  const text = await res.text();
+  const families = new Map((parsePrometheusTextFormat(text) as MetricFamily[]).map((f) => [f.name, f]));
+  const gauge = (name: string) => Number(families.get(name)?.metrics[0]?.value ?? NaN);
+  // The parser keeps only a histogram's buckets, so the pause totals come from the `_sum` lines.
+  const gcSeconds: Record<string, number> = {};
+  for (const [, kind, value] of text.matchAll(/^nodejs_gc_duration_seconds_sum\{kind="(\w+)"\} (\S+)$/gm)) gcSeconds[kind!] = Number(value);
+  return {
+    gcSeconds,
+    loopDelayP99Ms: gauge('nodejs_eventloop_lag_p99_seconds') * 1000,
+    loopDelayMaxMs: gauge('nodejs_eventloop_lag_max_seconds') * 1000,
+  };
+}
+type MetricFamily = { name: string; metrics: Array<{ value?: string }> };
 
 /** Resident set size (VmRSS) of a running process now, in MiB. */
 export function rssMb(pid: number): number {
