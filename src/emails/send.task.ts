@@ -87,16 +87,20 @@ async function settleFailed(sql: Sql, email: ClaimedEmail, lastError: LastError,
  * Waits for this email's next send slot on a paced connection, and answers when the request must
  * have left by (`performance.now()` time). Undefined when the email went back to the queue
  * instead (slot too far ahead), which costs no attempt.
+ *
+ * The wait is counted from PostgreSQL's clock, read somewhere between asking and the answer: the
+ * sleep starts at the answer, so the request never leaves before its slot, and the deadline is
+ * counted from the asking, so a slow answer cannot push it later than the slot.
  */
 async function awaitSlot(sql: Sql, email: ClaimedEmail): Promise<number | undefined> {
+  const asked = performance.now();
   const slot = await reserveSendSlot(sql, email.projectId);
   if ('retryInMs' in slot) {
     await q.requeue(sql, email, slot.retryInMs, false);
     return undefined;
   }
-  const due = performance.now() + slot.waitMs;
   if (slot.waitMs > 0) await sleep(slot.waitMs);
-  return due + LATE_FOR_SLOT_MS;
+  return asked + slot.waitMs + LATE_FOR_SLOT_MS;
 }
 
 /**

@@ -136,6 +136,28 @@ test('an email none of whose slots it could make goes back to the queue unsent, 
   assert.ok(job && job.runAt.getTime() > Date.now(), 'its job runs again later');
 });
 
+test('a slot whose answer comes back late is not sent in: its deadline counts from the asking', async () => {
+  resetSes(1000);
+  const projectId = await sesProject('slow-answer', { maxSendRate: 2, max24HourSend: 50_000 });
+  // The reservation's answer takes 150 ms to come back (a busy database or worker); the slot was
+  // counted from PostgreSQL's clock at its start, so a request sent on the answer would leave
+  // 150 ms after its slot.
+  await ctx.sql.unsafe(`
+    create function slow_slot_answer() returns trigger language plpgsql as $$
+      begin perform pg_sleep(0.15); return new; end $$;
+    create trigger slow_slot_answer before update on provider_connections for each row
+      when (new.project_id = '${projectId}') execute function slow_slot_answer()`);
+  try {
+    const task = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
+    const id = await insertEmail(ctx.sql, projectId, {}, false);
+    await task({ email_id: id, project_id: projectId }, noHelpers);
+    assert.equal(ses.requests.filter((r) => r.raw.includes(id)).length, 0, 'nothing left late for its slot');
+    assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['queued', 0]);
+  } finally {
+    await ctx.sql.unsafe('drop trigger slow_slot_answer on provider_connections; drop function slow_slot_answer()');
+  }
+});
+
 test('throttling fails nothing and costs no attempt; the pace is halved and the throttle counted', { timeout: 60_000 }, async () => {
   resetSes(4);
   // The connection believes in 40/s while SES allows 4: SES throttles, and Mailroom adapts.
