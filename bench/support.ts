@@ -183,10 +183,20 @@ export function mainThreadSchedule(pid: number): { onCpu: number; waiting: numbe
 export type RuntimeFigures = {
   /** Total garbage collection pause seconds so far, by kind (minor, major, incremental, weakcb). */
   gcSeconds: Record<string, number>;
-  /** Event-loop delay since the previous scrape: prom-client resets its histogram on each one. */
+  /**
+   * Event-loop delay since the previous scrape (prom-client resets its histogram on each one):
+   * how late the loop ran a timer that was due.
+   */
   loopDelayP99Ms: number;
   loopDelayMaxMs: number;
 };
+
+/**
+ * prom-client samples the loop with a timer repeating every 10 ms (its default, which Mailroom
+ * keeps), and its lag gauges report the whole time between two runs of that timer: an idle loop
+ * reads about 10 ms. The delay is what lies beyond it.
+ */
+const LOOP_SAMPLE_MS = 10;
 
 /** The Node runtime figures a Mailroom process exports on `/metrics` (prom-client's defaults). */
 export async function runtimeFigures(metricsUrl: string): Promise<RuntimeFigures> {
@@ -200,8 +210,8 @@ export async function runtimeFigures(metricsUrl: string): Promise<RuntimeFigures
   for (const [, kind, value] of text.matchAll(/^nodejs_gc_duration_seconds_sum\{kind="(\w+)"\} (\S+)$/gm)) gcSeconds[kind!] = Number(value);
   return {
     gcSeconds,
-    loopDelayP99Ms: gauge('nodejs_eventloop_lag_p99_seconds') * 1000,
-    loopDelayMaxMs: gauge('nodejs_eventloop_lag_max_seconds') * 1000,
+    loopDelayP99Ms: gauge('nodejs_eventloop_lag_p99_seconds') * 1000 - LOOP_SAMPLE_MS,
+    loopDelayMaxMs: gauge('nodejs_eventloop_lag_max_seconds') * 1000 - LOOP_SAMPLE_MS,
   };
 }
 type MetricFamily = { name: string; metrics: Array<{ value?: string }> };
