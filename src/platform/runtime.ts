@@ -49,7 +49,7 @@ export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolea
     deadAfterSeconds: config.workerDeadAfterSeconds,
   });
   const steps: Array<[string, () => Promise<unknown>]> = [['worker', () => worker.stop()], ...services];
-  return { poolId: worker.poolId, endedOnItsOwn: worker.endedOnItsOwn, steps };
+  return { poolId: worker.poolId, steps };
 }
 
 /**
@@ -87,7 +87,6 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, log) : new MemoryRateLimiter();
   const steps: Array<[string, () => Promise<unknown>]> = [];
   let url: string | undefined;
-  let jobsEnded: Promise<unknown> | undefined;
 
   if (role !== 'worker') {
     const app = createApp({ config, sql, log, limiter, redis });
@@ -120,7 +119,6 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
       process.exit(1);
     });
     steps.push(...worker.steps);
-    jobsEnded = worker.endedOnItsOwn;
     if (metrics) {
       steps.unshift(['metrics', metrics.close]);
       log.info({ port: metrics.port }, 'metrics listening');
@@ -133,12 +131,6 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   const close = async () => {
     for (const [, step] of steps) await step().catch(() => {});
   };
-  const shutdown = onShutdown(log, steps);
-  // A worker that no longer takes jobs exits, so its supervisor (compose's restart policy, a
-  // systemd unit, Kubernetes) starts a fresh one; the dead-pool sweep frees what it held.
-  void jobsEnded?.then((err) => {
-    log.fatal({ err: err instanceof Error ? err.message : String(err) }, 'the job runner stopped on its own after a database error; exiting to be restarted');
-    return shutdown(1);
-  });
+  onShutdown(log, steps);
   return { config, sql, log, url, close };
 }

@@ -9,11 +9,15 @@ const HEARTBEAT_MS = 5_000;
 /** A pool silent for this long is presumed dead and its jobs are released (WORKER_DEAD_AFTER_SECONDS). */
 const DEAD_AFTER_SECONDS = 30;
 
+/** Waits before starting a new job runner after one stopped on its own: doubling, at most a minute. */
+const RESTART_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 15_000, 30_000, 60_000];
+
 export type WorkerHandle = {
-  runner: Runner;
-  poolId: string;
-  /** Settles with the reason if graphile-worker stops taking jobs without being asked to. */
-  endedOnItsOwn: Promise<unknown>;
+  /** The job runner taking jobs now; a new one replaces it after a restart. */
+  readonly runner: Runner;
+  readonly poolId: string;
+  /** Job runners started again after graphile-worker stopped one on its own. */
+  readonly restarts: number;
   stop(): Promise<void>;
 };
 
@@ -45,7 +49,7 @@ export async function startWorker(opts: {
   const lost = (err: Error) => log.warn({ err: err.message }, 'worker database connection lost');
   pgPool.on('error', lost);
   pgPool.on('connect', (client) => client.on('error', lost));
-  const runner = await run({
+  const startRunner = () => run({
     pgPool,
     concurrency: opts.concurrency,
     taskList: opts.taskList,
@@ -72,6 +76,9 @@ export async function startWorker(opts: {
     }),
   });
 
+  let runner = await startRunner();
+  let restarts = 0;
+
   const beat = async () => {
     await sql`
       insert into worker_heartbeats (pool_id, hostname, pid) values (${poolId}, ${os.hostname()}, ${process.pid})
@@ -86,23 +93,55 @@ export async function startWorker(opts: {
 
   // graphile-worker shuts its pool down by itself when a database error leaves the queue in an
   // unknown state (completions it could not record, jobs it could not give back, as when the
-  // server ends its connections). Nothing takes jobs after that, so the process must not carry on
-  // as if it were working. Settles only for an end that stop() did not ask for.
+  // server ends its connections). Nothing would take jobs after that, so a new pool starts once
+  // the database answers. The stopped pool's heartbeat goes stale, and the sweep releases the
+  // jobs it still held, as for any dead pool.
   let stopping = false;
   let runnerEnded = false;
-  const endedOnItsOwn = runner.promise.then(() => undefined, (err: unknown) => err).then((err) => {
-    runnerEnded = true;
-    return stopping ? new Promise<never>(() => {}) : err ?? new Error('the job runner stopped');
+  let restarting: Promise<void> | undefined;
+  let wakeRestart: (() => void) | undefined;
+  const pause = (ms: number) => new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    wakeRestart = () => { clearTimeout(timer); resolve(); };
   });
+  const restart = async (err: unknown) => {
+    log.error({ err: err instanceof Error ? err.message : err, pool: poolId }, 'the job runner stopped on its own after a database error; starting a new one');
+    for (let attempt = 0; !stopping; attempt++) {
+      await pause(RESTART_DELAYS_MS[Math.min(attempt, RESTART_DELAYS_MS.length - 1)]!);
+      if (stopping) return;
+      try {
+        runner = await startRunner();
+      } catch (startErr) {
+        log.warn({ err: (startErr as Error).message, attempt: attempt + 1 }, 'the job runner could not start again yet');
+        continue;
+      }
+      runnerEnded = false;
+      restarts++;
+      log.info({ pool: poolId, restarts }, 'job runner started again');
+      beating = beating.then(beat).catch((beatErr) => log.warn({ err: (beatErr as Error).message }, 'worker heartbeat failed'));
+      watch(runner);
+      return;
+    }
+  };
+  const watch = (current: Runner) => {
+    void current.promise.then(() => undefined, (err: unknown) => err ?? new Error('the job runner failed')).then((err) => {
+      runnerEnded = true;
+      if (!stopping) restarting = restart(err ?? new Error('the job runner stopped'));
+    });
+  };
+  watch(runner);
 
   return {
-    runner,
-    poolId,
-    endedOnItsOwn,
+    get runner() { return runner; },
+    get poolId() { return poolId; },
+    get restarts() { return restarts; },
     async stop() {
       stopping = true;
+      wakeRestart?.();
       clearInterval(timer);
       await beating;
+      // A runner that started while stop() was waiting is stopped below like any other.
+      await restarting;
       if (!runnerEnded) await runner.stop();
       await pgPool.end();
       await sql`delete from worker_heartbeats where pool_id = ${poolId}`.catch(() => {});

@@ -1,10 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createTestDatabase } from '../helpers/db.ts';
+import { adminUrl, createTestDatabase } from '../helpers/db.ts';
 import { createLogger } from '../../src/platform/log.ts';
 import { releaseJobsOfDeadPools, startWorker } from '../../src/platform/worker.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { pino } from 'pino';
+import postgres from 'postgres';
 
-const { sql, url } = await createTestDatabase();
+const { sql, url, name } = await createTestDatabase();
 const log = createLogger('silent');
 
 test('jobs locked by a pool that stopped heartbeating are released; live pools keep theirs', async () => {
@@ -18,19 +21,56 @@ test('jobs locked by a pool that stopped heartbeating are released; live pools k
   assert.deepEqual(rows.map((r) => [r.key, r.lockedBy]), [['alive', 'pool-alive'], ['dead', null]]);
 });
 
-test('a job runner that stops without being asked is reported; one stopped by stop() is not', async () => {
-  const start = () => startWorker({ databaseUrl: url, sql, log, concurrency: 1, taskList: {}, deadAfterSeconds: 30 });
+/** A logger that keeps each line's message, for the tests that wait on what the worker said. */
+function recordingLogger() {
+  const messages: string[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => { messages.push(JSON.parse(line).msg); } });
+  return { logger, messages };
+}
 
-  const asked = await start();
-  let reported = false;
-  void asked.endedOnItsOwn.then(() => { reported = true; });
-  await asked.stop();
-  await new Promise((r) => setTimeout(r, 100));
-  assert.equal(reported, false);
+test('a job runner that graphile-worker stops on its own is replaced by a new pool that takes jobs; stop() replaces nothing', { timeout: 60_000 }, async () => {
+  const { logger, messages } = recordingLogger();
+  const pinged: number[] = [];
+  const worker = await startWorker({
+    databaseUrl: url, sql, log: logger, concurrency: 1, deadAfterSeconds: 30,
+    taskList: { ping: async (payload) => { pinged.push((payload as { n: number }).n); } },
+  });
+  try {
+    const first = { runner: worker.runner, poolId: worker.poolId };
+    // What graphile-worker does by itself after a database error it cannot recover from.
+    await first.runner.stop();
+    await waitFor('a new job runner', () => worker.restarts === 1, 10_000);
+    assert.notEqual(worker.poolId, first.poolId);
+    assert.notEqual(worker.runner, first.runner);
+    assert.ok(messages.includes('the job runner stopped on its own after a database error; starting a new one'));
 
-  // graphile-worker ends its runner by itself on a database error it cannot recover from.
-  const dropped = await start();
-  await dropped.runner.stop();
-  assert.ok(await dropped.endedOnItsOwn);
-  await dropped.stop();
+    await sql`select graphile_worker.add_job('ping', '{"n": 1}')`;
+    await waitFor('the new pool to run a job', () => pinged.includes(1), 10_000);
+    const [beat] = await sql<[{ n: number }]>`select count(*)::int as n from worker_heartbeats where pool_id = ${worker.poolId}`;
+    assert.equal(beat.n, 1, 'the new pool heartbeats under its own id');
+  } finally {
+    await worker.stop();
+  }
+  await new Promise((r) => setTimeout(r, 1_500));
+  assert.equal(worker.restarts, 1, 'a runner stopped by stop() is not replaced');
+});
+
+test('a job runner that cannot start again while the database refuses connections keeps trying, and starts once it accepts them', { timeout: 60_000 }, async () => {
+  const { logger, messages } = recordingLogger();
+  const worker = await startWorker({ databaseUrl: url, sql, log: logger, concurrency: 1, taskList: {}, deadAfterSeconds: 30 });
+  const admin = postgres(adminUrl(), { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`alter database "${name}" allow_connections false`);
+    await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${name} and application_name = 'mailroom-worker'`;
+    await worker.runner.stop().catch(() => {});
+    await waitFor('a failed start', () => messages.includes('the job runner could not start again yet'), 15_000);
+    assert.equal(worker.restarts, 0);
+
+    await admin.unsafe(`alter database "${name}" allow_connections true`);
+    await waitFor('the job runner to start again', () => worker.restarts === 1, 30_000);
+  } finally {
+    await admin.unsafe(`alter database "${name}" allow_connections true`);
+    await admin.end();
+    await worker.stop();
+  }
 });
