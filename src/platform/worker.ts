@@ -101,8 +101,8 @@ export async function startWorker(opts: {
   let restarting: Promise<void> | undefined;
   let wakeRestart: (() => void) | undefined;
   const pause = (ms: number) => new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    wakeRestart = () => { clearTimeout(timer); resolve(); };
+    const delay = setTimeout(resolve, ms);
+    wakeRestart = () => { clearTimeout(delay); resolve(); };
   });
   const restart = async (err: unknown) => {
     log.error({ err: err instanceof Error ? err.message : err, pool: poolId }, 'the job runner stopped on its own after a database error; starting a new one');
@@ -124,9 +124,9 @@ export async function startWorker(opts: {
     }
   };
   const watch = (current: Runner) => {
-    void current.promise.then(() => undefined, (err: unknown) => err ?? new Error('the job runner failed')).then((err) => {
+    void current.promise.then(() => new Error('the job runner stopped'), (err: unknown) => err).then((err) => {
       runnerEnded = true;
-      if (!stopping) restarting = restart(err ?? new Error('the job runner stopped'));
+      if (!stopping) restarting = restart(err);
     });
   };
   watch(runner);
