@@ -175,6 +175,19 @@ export async function giveUpLease(sql: Sql, email: ClaimedEmail) {
 }
 
 /**
+ * Gives up this attempt's lease and runs the email's job again now, in one statement: for a
+ * give-up made late, after the job's retry may have found the lease live and set itself to wait
+ * for its end. False, and nothing done, if the attempt no longer holds the lease.
+ */
+export async function giveUpLeaseLate(sql: Sql, email: ClaimedEmail): Promise<boolean> {
+  const rows = await sql`
+    with released as (
+      update emails set lease_expires_at = now(), updated_at = now() where ${HELD(sql, email)} returning id)
+    select ${sendJob(sql, email.id, email.projectId)} from released`;
+  return rows.length > 0;
+}
+
+/**
  * `sent` (plus `delivered` for the sink, which is the receiving server) with its events, their
  * webhook deliveries and jobs: one statement, one round trip. False if the lease was lost, and
  * then nothing is recorded.

@@ -159,12 +159,36 @@ export function emailSendTask(deps: WorkerDeps): Task {
       await sendClaimed(deps, email);
     } catch (err) {
       // The attempt ended on an error of its own (its database connection went, say) and sends
-      // nothing more. Its lease is given up, so the job's retry need not wait the lease out; if
-      // the database is still away, the lease simply runs out. Delivery stays at least once.
-      await q.giveUpLease(sql, email).catch(() => {});
+      // nothing more. Its lease is given up, so the job's retry need not wait the lease out.
+      // Delivery stays at least once.
+      await q.giveUpLease(sql, email).catch(() => giveUpLeaseWhenBack(deps, email));
       throw err;
     }
   };
+}
+
+/** When a refused give-up is tried again; by the last, the lease (LEASE_SECONDS) has run out anyway. */
+const GIVE_UP_RETRY_MS = [1000, 2000, 4000, 8000, 15_000, 15_000];
+
+/**
+ * A give-up the database refused, as it does while it is away, is tried again in the background
+ * until it answers; then the email's job runs again at once. Without this the email would wait
+ * out its lease, since a retry that finds the lease live waits for its end.
+ */
+function giveUpLeaseWhenBack({ sql, log }: WorkerDeps, email: ClaimedEmail) {
+  void (async () => {
+    for (const delayMs of GIVE_UP_RETRY_MS) {
+      await sleep(delayMs, undefined, { ref: false });
+      try {
+        if (await q.giveUpLeaseLate(sql, email)) {
+          log.info({ emailId: email.id, projectId: email.projectId }, 'lease given up once the database answered; the email is tried again now');
+        }
+        return;
+      } catch {
+        // Still away: try again later.
+      }
+    }
+  })();
 }
 
 /** The send of an email this attempt has claimed, to its settling as sent, failed or requeued. */

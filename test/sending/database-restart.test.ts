@@ -49,7 +49,8 @@ test('a worker whose connections the server ends mid-batch, as a restart or fail
     assert.ok(ended >= 3, `connections were ended (${ended})`);
     assert.ok((atFirstEnd.sent ?? 0) < total, `the terminations landed mid-batch (${JSON.stringify(atFirstEnd)})`);
 
-    // An email whose attempt was cut short where it could not give its lease up waits 45 s for it.
+    // An email whose attempt was cut short where it could not give its lease up is tried again once
+    // the give-up is made; at worst, when its lease runs out after 45 s.
     await waitFor('every email to be sent', async () => (await countBy()).sent === total, 120_000, 100);
     stopped = true;
     await stopProcess(worker);
