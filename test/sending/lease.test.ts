@@ -12,19 +12,24 @@ const ctx = await createTestContext({ env: { SINK_SMTP_PORT: String(smtp.port) }
 const task = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
 const run = (projectId: string, emailId: string) => task({ email_id: emailId, project_id: projectId }, noHelpers);
 
+/** Makes the updates of `emails` that match `when` fail, as they would with the database away; returns the undo. */
+async function refuseEmailUpdates(when: string) {
+  await ctx.sql.unsafe(`
+    create function refuse_update() returns trigger language plpgsql as $$
+      begin raise exception 'the database went away'; end $$;
+    create trigger refuse_update before update on emails for each row when (${when}) execute function refuse_update()`);
+  return () => ctx.sql.unsafe('drop trigger refuse_update on emails; drop function refuse_update()');
+}
+
 test('an attempt that ends on an error of its own gives up its lease, so the retry sends at once', async () => {
   const { projectId } = await ctx.tenant();
   const id = await insertEmail(ctx.sql, projectId, { subject: 'recording fails' }, false);
   // Recording the send fails, as when the database goes away just after the message left.
-  await ctx.sql.unsafe(`
-    create function refuse_sent() returns trigger language plpgsql as $$
-      begin raise exception 'the database went away'; end $$;
-    create trigger refuse_sent before update of status on emails for each row
-      when (new.status = 'sent' and new.subject = 'recording fails') execute function refuse_sent()`);
+  const allow = await refuseEmailUpdates(`new.status = 'sent' and new.subject = 'recording fails'`);
   try {
     await assert.rejects(async () => run(projectId, id), /the database went away/);
   } finally {
-    await ctx.sql.unsafe('drop trigger refuse_sent on emails; drop function refuse_sent()');
+    await allow();
   }
   const [held] = await ctx.sql<[{ status: string; live: boolean }]>`
     select status, lease_expires_at > now() as live from emails where id = ${id} and project_id = ${projectId}`;
@@ -42,19 +47,14 @@ test('a give-up the database refuses is made once it answers, and the email runs
   const { projectId } = await ctx.tenant();
   const id = await insertEmail(ctx.sql, projectId, { subject: 'database away' }, false);
   // Both recording the send and giving the lease up fail, as while the database is away.
-  await ctx.sql.unsafe(`
-    create function refuse_while_away() returns trigger language plpgsql as $$
-      begin raise exception 'the database went away'; end $$;
-    create trigger refuse_while_away before update on emails for each row
-      when (new.subject = 'database away' and (new.status = 'sent' or new.lease_expires_at <= now()))
-      execute function refuse_while_away()`);
+  const allow = await refuseEmailUpdates(`new.subject = 'database away' and (new.status = 'sent' or new.lease_expires_at <= now())`);
   try {
     await assert.rejects(async () => run(projectId, id), /the database went away/);
     const [held] = await ctx.sql<[{ live: boolean }]>`
       select lease_expires_at > now() as live from emails where id = ${id} and project_id = ${projectId}`;
     assert.equal(held.live, true, 'the give-up was refused');
   } finally {
-    await ctx.sql.unsafe('drop trigger refuse_while_away on emails; drop function refuse_while_away()');
+    await allow();
   }
 
   // The database answers again: the give-up is made in the background, with the job due now.
