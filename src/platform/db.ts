@@ -1,5 +1,4 @@
 import postgres from 'postgres';
-import type { Logger } from './log.ts';
 
 export type Sql = postgres.Sql<{}>;
 export type TxSql = postgres.TransactionSql<{}>;
@@ -123,32 +122,4 @@ export function endsConnection(err: unknown): boolean {
   if (!err || typeof err !== 'object') return false;
   const { severity, code, syscall } = err as { severity?: unknown; code?: unknown; syscall?: unknown };
   return severity === 'FATAL' || severity === 'PANIC' || (typeof code === 'string' && code.startsWith('CONNECTION_')) || typeof syscall === 'string';
-}
-
-/** Part of the text of the catalog query postgres.js runs first on every new connection. */
-const ARRAY_TYPES_QUERY = /from pg_catalog\.pg_type a\s+left join pg_catalog\.pg_type b on b\.oid = a\.typelem/;
-
-/** Whether an error is postgres.js's own array-types query failing, as its rejection carries it. */
-export function isArrayTypesQueryFailure(reason: unknown): boolean {
-  const query = (reason as { query?: unknown } | null)?.query;
-  return typeof query === 'string' && ARRAY_TYPES_QUERY.test(query);
-}
-
-let guarded = false;
-
-/**
- * postgres.js 3.4.9 runs that array-types query on every new connection without handling its
- * failure (porsager/postgres#1192, #1223). When the server ends a connection during it, as a
- * restart or a failover does while pools reconnect, the rejection is unhandled and Node ends the
- * process. The pool reconnects by itself and the query that waited for that connection gets the
- * error, so that rejection alone is logged and dropped. Any other unhandled rejection still ends
- * the process, as Node's default does.
- */
-export function surviveArrayTypesQueryFailures(log: Logger) {
-  if (guarded) return;
-  guarded = true;
-  process.on('unhandledRejection', (reason) => {
-    if (!isArrayTypesQueryFailure(reason)) throw reason;
-    log.warn({ err: (reason as Error).message }, 'a database connection ended while it was being set up; the pool opens another');
-  });
 }

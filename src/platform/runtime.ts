@@ -1,7 +1,8 @@
 import { serve } from '@hono/node-server';
 import type { Server } from 'node:http';
 import { ConfigError, loadConfig, type Config, type ConfigDefaults } from './config.ts';
-import { createSql, surviveArrayTypesQueryFailures, type Sql } from './db.ts';
+import { createSql, type Sql } from './db.ts';
+import { surviveKnownLibraryRejections } from './library-rejections.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createRedis } from './redis.ts';
 import { onShutdown } from './shutdown.ts';
@@ -68,7 +69,7 @@ export type Running = { config: Config; sql: Sql; log: Logger; url?: string; clo
 
 export async function boot(role: Role, config: Config, finalSteps: Array<[string, () => Promise<unknown>]> = []): Promise<Running> {
   const log = createLogger(config.logLevel, `mailroom-${role}`);
-  surviveArrayTypesQueryFailures(log);
+  surviveKnownLibraryRejections(log);
   if (config.migrateOnStart) {
     try {
       const { migrateDatabase } = await import('./migrate.ts');

@@ -23,7 +23,8 @@ test('a worker whose connections the server ends mid-batch, as a restart or fail
   try {
     const total = 60;
     for (let i = 0; i < total; i++) await insertEmail(ctx.sql, projectId, { subject: `Restart ${i}` });
-    const env = await sinkWorkerEnv(ctx.url, redisUrl!);
+    // The sink on a port of its own choosing: a port picked in advance can be taken meanwhile.
+    const env = { ...await sinkWorkerEnv(ctx.url, redisUrl!), SINK_SMTP_PORT: '0' };
     // A supervisor, as compose's `restart: unless-stopped` is, so that a worker that exited
     // would still send everything and the test could tell that it exited.
     let worker = startWorkerProcess(env);

@@ -48,13 +48,30 @@ async function proxyEndingTheFirstTypeFetch() {
 test('a connection the server ends while postgres.js sets it up costs one query an error, not the process', async () => {
   const proxy = await proxyEndingTheFirstTypeFetch();
   try {
-    const client = spawnEntry('test/helpers/array-types-client.ts', { DATABASE_URL: proxy.url });
+    const client = spawnEntry('test/helpers/rejections-client.ts', { DATABASE_URL: proxy.url });
     const code = await client.exited;
     assert.equal(proxy.ended(), 1, 'the proxy ended a connection during its setup');
     assert.equal(code, 0, `the process ran to its end:\n${client.stdout()}${client.stderr()}`);
     assert.match(client.stdout(), /^answered 1$/m);
     assert.match(client.stdout(), /a database connection ended while it was being set up; the pool opens another/);
+    assert.match(client.stdout(), /^carried on$/m);
   } finally {
     await proxy.close();
   }
+});
+
+test('graphile-worker failing to give back its fetched jobs as its pool stops is logged, not the end of the process', async () => {
+  const client = spawnEntry('test/helpers/rejections-client.ts', {
+    REJECT: 'Error occurred whilst returning jobs from local queue to database queue: Connection terminated unexpectedly',
+  });
+  assert.equal(await client.exited, 0, client.stderr());
+  assert.match(client.stdout(), /a stopped job runner could not give back the jobs it had fetched; the dead-pool sweep releases them/);
+  assert.match(client.stdout(), /^carried on$/m);
+});
+
+test('any other unhandled rejection still ends the process, as Node does by default', async () => {
+  const client = spawnEntry('test/helpers/rejections-client.ts', { REJECT: 'something nobody expected' });
+  assert.equal(await client.exited, 1);
+  assert.match(client.stderr(), /something nobody expected/);
+  assert.doesNotMatch(client.stdout(), /carried on/);
 });
