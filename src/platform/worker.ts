@@ -42,6 +42,12 @@ export async function startWorker(opts: {
   const events = new EventEmitter() as NonNullable<Parameters<typeof run>[0]['events']>;
   let poolId = '';
   events.on('pool:create', ({ workerPool }) => { poolId = workerPool.id; });
+  // A healthy pool fetches at least every poll interval when idle, and starts or ends jobs when busy.
+  let progressAt = Date.now();
+  const progressed = () => { progressAt = Date.now(); };
+  events.on('localQueue:getJobs:complete', progressed);
+  events.on('job:start', progressed);
+  events.on('job:complete', progressed);
 
   // Our own pool, so stopping the worker also closes its connections (runner.stop() leaves a
   // pool it created open), and a dropped connection is logged rather than crashing the process.
@@ -87,8 +93,15 @@ export async function startWorker(opts: {
   };
   await beat();
   let beating: Promise<void> = Promise.resolve();
+  /** Since when heartbeats have gone through without a failure: the database has answered. */
+  let answeringSince = Date.now();
   const timer = setInterval(() => {
-    beating = beat().catch((err) => log.warn({ err: (err as Error).message }, 'worker heartbeat failed'));
+    beating = beat()
+      .then(() => replaceIfStalled())
+      .catch((err) => {
+        answeringSince = Number.POSITIVE_INFINITY;
+        log.warn({ err: (err as Error).message }, 'worker heartbeat failed');
+      });
   }, heartbeatMs);
 
   // graphile-worker shuts its pool down by itself when a database error leaves the queue in an
@@ -97,15 +110,15 @@ export async function startWorker(opts: {
   // the database answers. The stopped pool's heartbeat goes stale, and the sweep releases the
   // jobs it still held, as for any dead pool.
   let stopping = false;
-  let runnerEnded = false;
+  /** The runner taking jobs; none while one is being started in place of another. */
+  let active: Runner | undefined = runner;
   let restarting: Promise<void> | undefined;
   let wakeRestart: (() => void) | undefined;
   const pause = (ms: number) => new Promise<void>((resolve) => {
     const delay = setTimeout(resolve, ms);
     wakeRestart = () => { clearTimeout(delay); resolve(); };
   });
-  const restart = async (err: unknown) => {
-    log.error({ err: err instanceof Error ? err.message : err, pool: poolId }, 'the job runner stopped on its own after a database error; starting a new one');
+  const restart = async () => {
     for (let attempt = 0; !stopping; attempt++) {
       await pause(RESTART_DELAYS_MS[Math.min(attempt, RESTART_DELAYS_MS.length - 1)]!);
       if (stopping) return;
@@ -115,7 +128,8 @@ export async function startWorker(opts: {
         log.warn({ err: (startErr as Error).message, attempt: attempt + 1 }, 'the job runner could not start again yet');
         continue;
       }
-      runnerEnded = false;
+      active = runner;
+      progressAt = Date.now();
       restarts++;
       log.info({ pool: poolId, restarts }, 'job runner started again');
       beating = beating.then(beat).catch((beatErr) => log.warn({ err: (beatErr as Error).message }, 'worker heartbeat failed'));
@@ -125,11 +139,31 @@ export async function startWorker(opts: {
   };
   const watch = (current: Runner) => {
     void current.promise.then(() => new Error('the job runner stopped'), (err: unknown) => err).then((err) => {
-      runnerEnded = true;
-      if (!stopping) restarting = restart(err);
+      if (stopping || current !== active) return;
+      active = undefined;
+      log.error({ err: err instanceof Error ? err.message : err, pool: poolId }, 'the job runner stopped on its own after a database error; starting a new one');
+      restarting = restart();
     });
   };
   watch(runner);
+
+  // graphile-worker's pool can also stay up yet take nothing more after a database error: no
+  // fetch, no job started or ended. Once that has lasted twice the dead-after window, with the
+  // database answering all along and jobs due, the pool is stopped in the background (whatever
+  // it waits on may never answer) and replaced. A pool gets that long to recover by itself
+  // after an outage.
+  const stalledAfterMs = deadAfterSeconds * 2000;
+  const replaceIfStalled = async () => {
+    if (answeringSince === Number.POSITIVE_INFINITY) answeringSince = Date.now();
+    const stalled = active;
+    if (stopping || !stalled || Date.now() - Math.max(progressAt, answeringSince) < stalledAfterMs) return;
+    if (!(await jobsWaiting(sql, Object.keys(opts.taskList), stalledAfterMs / 1000))) return;
+    if (stopping || stalled !== active) return;
+    active = undefined;
+    log.error({ pool: poolId, stalledForMs: Date.now() - progressAt }, 'the job runner has taken no jobs while jobs are due; starting a new one');
+    void stalled.stop().catch(() => {});
+    restarting = restart();
+  };
 
   return {
     get runner() { return runner; },
@@ -142,11 +176,21 @@ export async function startWorker(opts: {
       await beating;
       // A runner that started while stop() was waiting is stopped below like any other.
       await restarting;
-      if (!runnerEnded) await runner.stop();
+      if (active) await active.stop();
       await pgPool.end();
       await sql`delete from worker_heartbeats where pool_id = ${poolId}`.catch(() => {});
     },
   };
+}
+
+/** Whether jobs of these tasks have been due and unlocked for the given seconds at least. */
+async function jobsWaiting(sql: Sql, tasks: string[], seconds: number): Promise<boolean> {
+  const [row] = await sql<[{ waiting: boolean }]>`
+    select exists (
+      select 1 from graphile_worker.jobs
+      where locked_at is null and attempts < max_attempts and task_identifier = any(${tasks})
+        and run_at <= now() - make_interval(secs => ${seconds})) as waiting`;
+  return row.waiting;
 }
 
 export async function releaseJobsOfDeadPools(sql: Sql, log: Logger, deadAfterSeconds = DEAD_AFTER_SECONDS) {

@@ -74,3 +74,40 @@ test('a job runner that cannot start again while the database refuses connection
     await worker.stop();
   }
 });
+
+test('a job runner that stays up but takes no jobs while jobs are due is replaced', { timeout: 60_000 }, async () => {
+  const { logger, messages } = recordingLogger();
+  const pinged: number[] = [];
+  const worker = await startWorker({
+    databaseUrl: url, sql, log: logger, concurrency: 1, deadAfterSeconds: 2,
+    taskList: { ping: async (payload) => { pinged.push((payload as { n: number }).n); } },
+  });
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => { release = resolve; });
+  let locking: Promise<unknown> | undefined;
+  try {
+    const first = worker.poolId;
+    await sql`select graphile_worker.add_job('ping', '{"n": 2}', run_at := now() + interval '1 second')`;
+    // Every fetch now waits for this lock, as a pool wedged after a database error takes nothing.
+    let locked!: () => void;
+    const isLocked = new Promise<void>((resolve) => { locked = resolve; });
+    locking = sql.begin(async (tx) => {
+      await tx`lock table graphile_worker._private_jobs in exclusive mode`;
+      locked();
+      await released;
+    });
+    await isLocked;
+    await waitFor('a new job runner', () => worker.restarts === 1, 20_000);
+    assert.notEqual(worker.poolId, first);
+    assert.ok(messages.includes('the job runner has taken no jobs while jobs are due; starting a new one'));
+    assert.equal(pinged.length, 0, 'the job was not run while fetches waited');
+
+    release();
+    await locking;
+    await waitFor('the job to run', () => pinged.includes(2), 10_000);
+  } finally {
+    release();
+    await locking;
+    await worker.stop();
+  }
+});
