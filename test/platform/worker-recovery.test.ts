@@ -28,13 +28,19 @@ function recordingLogger() {
   return { logger, messages };
 }
 
-test('a job runner that graphile-worker stops on its own is replaced by a new pool that takes jobs; stop() replaces nothing', { timeout: 60_000 }, async () => {
+/** A worker whose one task, `ping`, records each payload's `n`; and what it logged. */
+async function pingWorker(deadAfterSeconds: number) {
   const { logger, messages } = recordingLogger();
   const pinged: number[] = [];
   const worker = await startWorker({
-    databaseUrl: url, sql, log: logger, concurrency: 1, deadAfterSeconds: 30,
+    databaseUrl: url, sql, log: logger, concurrency: 1, deadAfterSeconds,
     taskList: { ping: async (payload) => { pinged.push((payload as { n: number }).n); } },
   });
+  return { worker, messages, pinged };
+}
+
+test('a job runner that graphile-worker stops on its own is replaced by a new pool that takes jobs; stop() replaces nothing', { timeout: 60_000 }, async () => {
+  const { worker, messages, pinged } = await pingWorker(30);
   try {
     const first = { runner: worker.runner, poolId: worker.poolId };
     // What graphile-worker does by itself after a database error it cannot recover from.
@@ -76,12 +82,7 @@ test('a job runner that cannot start again while the database refuses connection
 });
 
 test('a job runner that stays up but takes no jobs while jobs are due is replaced', { timeout: 60_000 }, async () => {
-  const { logger, messages } = recordingLogger();
-  const pinged: number[] = [];
-  const worker = await startWorker({
-    databaseUrl: url, sql, log: logger, concurrency: 1, deadAfterSeconds: 2,
-    taskList: { ping: async (payload) => { pinged.push((payload as { n: number }).n); } },
-  });
+  const { worker, messages, pinged } = await pingWorker(2);
   let release!: () => void;
   const released = new Promise<void>((resolve) => { release = resolve; });
   let locking: Promise<unknown> | undefined;
