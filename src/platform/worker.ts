@@ -16,7 +16,7 @@ export type WorkerHandle = {
   /** The job runner taking jobs now; a new one replaces it after a restart. */
   readonly runner: Runner;
   readonly poolId: string;
-  /** Job runners started again after graphile-worker stopped one on its own. */
+  /** Job runners started in place of one that stopped, or stalled, on its own. */
   readonly restarts: number;
   stop(): Promise<void>;
 };
@@ -115,6 +115,7 @@ export async function startWorker(opts: {
   let restarting: Promise<void> | undefined;
   let wakeRestart: (() => void) | undefined;
   const pause = (ms: number) => new Promise<void>((resolve) => {
+    if (stopping) return resolve();
     const delay = setTimeout(resolve, ms);
     wakeRestart = () => { clearTimeout(delay); resolve(); };
   });
