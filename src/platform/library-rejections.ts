@@ -26,7 +26,7 @@ const SURVIVABLE: Array<{ matches: (reason: unknown) => boolean; say: string }> 
 ];
 
 /** What the process says instead of ending, for a rejection it survives; undefined for any other. */
-export function survivableRejection(reason: unknown): string | undefined {
+function survivableRejection(reason: unknown): string | undefined {
   return SURVIVABLE.find((known) => known.matches(reason))?.say;
 }
 
