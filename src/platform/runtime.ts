@@ -50,7 +50,7 @@ export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolea
     deadAfterSeconds: config.workerDeadAfterSeconds,
   });
   const steps: Array<[string, () => Promise<unknown>]> = [['worker', () => worker.stop()], ...services];
-  return { poolId: worker.poolId, steps };
+  return { get poolId() { return worker.poolId; }, steps };
 }
 
 /**

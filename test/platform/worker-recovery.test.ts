@@ -19,6 +19,9 @@ test('jobs locked by a pool that stopped heartbeating are released; live pools k
   await releaseJobsOfDeadPools(sql, log);
   const rows = await sql`select key, locked_by from graphile_worker.jobs order by key`;
   assert.deepEqual(rows.map((r) => [r.key, r.lockedBy]), [['alive', 'pool-alive'], ['dead', null]]);
+  // The later tests start their own pools; nothing of this one is left for their sweeps.
+  await sql`delete from graphile_worker._private_jobs`;
+  await sql`delete from worker_heartbeats`;
 });
 
 /** A logger that keeps each line's message, for the tests that wait on what the worker said. */
