@@ -101,13 +101,14 @@ test('a job runner that stays up but takes no jobs while jobs are due is replace
       await released;
     });
     await isLocked;
-    await waitFor('a new job runner', () => worker.restarts === 1, 20_000);
-    assert.notEqual(worker.poolId, first);
-    assert.ok(messages.includes('the job runner has taken no jobs while jobs are due; starting a new one'));
+    await waitFor('the stall to be noticed', () => messages.includes('the job runner has taken no jobs while jobs are due; starting a new one'), 20_000);
     assert.equal(pinged.length, 0, 'the job was not run while fetches waited');
 
+    // The new runner's own start may wait for the lock as well.
     release();
     await locking;
+    await waitFor('a new job runner', () => worker.restarts === 1, 20_000);
+    assert.notEqual(worker.poolId, first);
     await waitFor('the job to run', () => pinged.includes(2), 10_000);
   } finally {
     release();
