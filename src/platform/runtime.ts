@@ -2,7 +2,6 @@ import { serve } from '@hono/node-server';
 import type { Server } from 'node:http';
 import { ConfigError, loadConfig, type Config, type ConfigDefaults } from './config.ts';
 import { createSql, type Sql } from './db.ts';
-import { surviveKnownLibraryRejections } from './library-rejections.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createRedis } from './redis.ts';
 import { onShutdown } from './shutdown.ts';
@@ -50,7 +49,7 @@ export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolea
     deadAfterSeconds: config.workerDeadAfterSeconds,
   });
   const steps: Array<[string, () => Promise<unknown>]> = [['worker', () => worker.stop()], ...services];
-  return { get poolId() { return worker.poolId; }, steps };
+  return { poolId: worker.poolId, endedOnItsOwn: worker.endedOnItsOwn, steps };
 }
 
 /**
@@ -69,7 +68,6 @@ export type Running = { config: Config; sql: Sql; log: Logger; url?: string; clo
 
 export async function boot(role: Role, config: Config, finalSteps: Array<[string, () => Promise<unknown>]> = []): Promise<Running> {
   const log = createLogger(config.logLevel, `mailroom-${role}`);
-  surviveKnownLibraryRejections(log);
   if (config.migrateOnStart) {
     try {
       const { migrateDatabase } = await import('./migrate.ts');
@@ -88,6 +86,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, log) : new MemoryRateLimiter();
   const steps: Array<[string, () => Promise<unknown>]> = [];
   let url: string | undefined;
+  let jobsEnded: Promise<unknown> | undefined;
 
   if (role !== 'worker') {
     const app = createApp({ config, sql, log, limiter, redis });
@@ -120,6 +119,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
       process.exit(1);
     });
     steps.push(...worker.steps);
+    jobsEnded = worker.endedOnItsOwn;
     if (metrics) {
       steps.unshift(['metrics', metrics.close]);
       log.info({ port: metrics.port }, 'metrics listening');
@@ -132,6 +132,12 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   const close = async () => {
     for (const [, step] of steps) await step().catch(() => {});
   };
-  onShutdown(log, steps);
+  const shutdown = onShutdown(log, steps);
+  // A worker that no longer takes jobs exits, so its supervisor (compose's restart policy, a
+  // systemd unit, Kubernetes) starts a fresh one; the dead-pool sweep frees what it held.
+  void jobsEnded?.then((err) => {
+    log.fatal({ err: err instanceof Error ? err.message : String(err) }, 'the job runner stopped on its own after a database error; exiting to be restarted');
+    return shutdown(1);
+  });
   return { config, sql, log, url, close };
 }

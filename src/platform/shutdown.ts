@@ -8,19 +8,21 @@ export type ShutdownStep = [name: string, close: () => Promise<unknown>];
  * On SIGTERM/SIGINT, runs the closers in order (listener, then jobs, then pools) within one
  * shared budget. A step still running when the budget is spent is abandoned and the rest run
  * anyway: jobs cut short are released by the dead-pool sweep and run again elsewhere.
+ * Returns the same shutdown for a process that must stop on its own, with its exit code.
  */
-export function onShutdown(log: Logger, steps: ShutdownStep[]) {
+export function onShutdown(log: Logger, steps: ShutdownStep[]): (exitCode: number) => Promise<void> {
   let stopping = false;
-  const shutdown = async (signal: NodeJS.Signals) => {
+  const shutdown = async (exitCode: number, signal?: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal }, 'shutting down');
+    log.info({ signal, exitCode }, 'shutting down');
     await runSteps(log, steps, Date.now() + SHUTDOWN_BUDGET_MS);
     log.info('stopped');
-    process.exit(0);
+    process.exit(exitCode);
   };
-  process.once('SIGTERM', (signal) => void shutdown(signal));
-  process.once('SIGINT', (signal) => void shutdown(signal));
+  process.once('SIGTERM', (signal) => void shutdown(0, signal));
+  process.once('SIGINT', (signal) => void shutdown(0, signal));
+  return shutdown;
 }
 
 export async function runSteps(log: Logger, steps: ShutdownStep[], deadline: number) {

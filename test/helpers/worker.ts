@@ -20,5 +20,5 @@ export async function startTestWorker(config: Config, sql: Sql, opts: { crontab?
     for (const [, close] of role.steps) await close();
   };
   beforeDrop(stop);
-  return { stop };
+  return { poolId: role.poolId, stop };
 }
