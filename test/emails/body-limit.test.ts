@@ -111,9 +111,12 @@ test('over HTTP: a chunked body without Content-Length is cut off once past the 
 });
 
 test('over HTTP: a declared Content-Length over the bound is answered before the body is sent', async () => {
-  const res = await postStreaming('/v1/emails', { ...auth, 'content-length': String(LIMIT * 4 + 100) }, endlessBody(LIMIT * 4));
+  const total = 64 * 1024 * 1024;
+  const res = await postStreaming('/v1/emails', { ...auth, 'content-length': String(total) }, endlessBody(total));
   assert.equal(res.status, 413);
-  assert.ok(res.producedAtAnswer < LIMIT, `client had produced ${res.producedAtAnswer} bytes`);
+  // Answered from the header alone: the client had produced only what the kernel's socket
+  // buffers took meanwhile (a few MiB on a loaded machine), far from the whole body.
+  assert.ok(res.producedAtAnswer < total / 4, `client had produced ${res.producedAtAnswer} bytes`);
 });
 
 test('over HTTP: an unauthenticated huge body is a 401 and is not read', async () => {
