@@ -166,12 +166,17 @@ export async function enqueueSendAgain(sql: Sql, projectId: string, emailId: str
 const HELD = (sql: Sql | TxSql, email: ClaimedEmail) =>
   sql`id = ${email.id} and project_id = ${email.projectId} and status = 'sending' and lease_owner = ${email.leaseOwner}`;
 
+/** The lease-release UPDATE both give-ups run, returning the email's id when the attempt still held it. */
+function releaseLease(sql: Sql, email: ClaimedEmail) {
+  return sql`update emails set lease_expires_at = now(), updated_at = now() where ${HELD(sql, email)} returning id`;
+}
+
 /**
  * Ends this attempt's lease now, leaving the email `sending`: the next claim may take it at once
  * instead of waiting for the lease to run out.
  */
 export async function giveUpLease(sql: Sql, email: ClaimedEmail) {
-  await sql`update emails set lease_expires_at = now(), updated_at = now() where ${HELD(sql, email)}`;
+  await releaseLease(sql, email);
 }
 
 /**
@@ -181,8 +186,7 @@ export async function giveUpLease(sql: Sql, email: ClaimedEmail) {
  */
 export async function giveUpLeaseLate(sql: Sql, email: ClaimedEmail): Promise<boolean> {
   const rows = await sql`
-    with released as (
-      update emails set lease_expires_at = now(), updated_at = now() where ${HELD(sql, email)} returning id)
+    with released as (${releaseLease(sql, email)})
     select ${sendJob(sql, email.id, email.projectId)} from released`;
   return rows.length > 0;
 }
