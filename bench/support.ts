@@ -189,6 +189,11 @@ export type RuntimeFigures = {
    */
   loopDelayP99Ms: number;
   loopDelayMaxMs: number;
+  /**
+   * `POST /v1/emails` requests as the API timed them itself (from routing to the answer), so far:
+   * how many took at most each bucket's bound, in seconds (`Infinity` counts them all).
+   */
+  sendsWithin: Map<number, number>;
 };
 
 /**
@@ -208,13 +213,33 @@ export async function runtimeFigures(metricsUrl: string): Promise<RuntimeFigures
   // The parser keeps only a histogram's buckets, so the pause totals come from the `_sum` lines.
   const gcSeconds: Record<string, number> = {};
   for (const [, kind, value] of text.matchAll(/^nodejs_gc_duration_seconds_sum\{kind="(\w+)"\} (\S+)$/gm)) gcSeconds[kind!] = Number(value);
+  const sendsWithin = new Map<number, number>();
+  for (const [, labels, count] of text.matchAll(/^mailroom_http_request_duration_seconds_bucket\{([^}]*)\} (\S+)$/gm)) {
+    const le = /\ble="([^"]+)"/.exec(labels!)?.[1];
+    if (le && labels!.includes('method="POST"') && labels!.includes('route="/v1/emails"')) sendsWithin.set(le === '+Inf' ? Infinity : Number(le), Number(count));
+  }
   return {
     gcSeconds,
+    sendsWithin,
     loopDelayP99Ms: gauge('nodejs_eventloop_lag_p99_seconds') * 1000 - LOOP_SAMPLE_MS,
     loopDelayMaxMs: gauge('nodejs_eventloop_lag_max_seconds') * 1000 - LOOP_SAMPLE_MS,
   };
 }
 type MetricFamily = { name: string; metrics: Array<{ value?: string }> };
+
+/**
+ * From two scrapes, the share of the sends in between that the API itself timed over
+ * `boundSeconds`, and the smallest bucket bound that holds 99% of them: its own p99 is at most that.
+ */
+export function ownTiming(before: RuntimeFigures, after: RuntimeFigures, boundSeconds: number) {
+  const within = (le: number) => (after.sendsWithin.get(le) ?? 0) - (before.sendsWithin.get(le) ?? 0);
+  const total = within(Infinity);
+  const p99Bound = [...after.sendsWithin.keys()].sort((a, b) => a - b).find((le) => within(le) >= 0.99 * total);
+  return {
+    overShare: total ? round(1 - within(boundSeconds) / total, 4) : null,
+    p99AtMostMs: p99Bound === undefined || p99Bound === Infinity ? null : p99Bound * 1000,
+  };
+}
 
 /** Resident set size (VmRSS) of a running process now, in MiB. */
 export function rssMb(pid: number): number {
