@@ -128,6 +128,8 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
     log.info({ concurrency: config.workerConcurrency, pool: worker.poolId }, 'worker running');
   }
 
+  // Bounded: after a connection error, postgres.js 3.4.9 keeps the failed query as the connection's
+  // current one, and its end() waits for that query for good (porsager/postgres#1097, #1130).
   steps.push(['redis', async () => { redis?.disconnect(); }], ['database', () => sql.end({ timeout: 5 })], ...finalSteps);
   const close = async () => {
     for (const [, step] of steps) await step().catch(() => {});
