@@ -66,6 +66,9 @@ export async function composeMime(input: ComposeInput): Promise<Buffer> {
     disableFileAccess: true,
     disableUrlAccess: true,
     newline: 'win',
+    // From the UUID generator's cached entropy: MailComposer would otherwise read the system's
+    // random source for it on every message.
+    baseBoundary: randomUUID().replaceAll('-', ''),
   });
   return composer.compile().build();
 }

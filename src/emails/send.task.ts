@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
@@ -147,7 +147,7 @@ export function emailSendTask(deps: WorkerDeps): Task {
   return async (payload, helpers) => {
     const { email_id: emailId, project_id: projectId } = Payload.parse(payload);
     const { sql, config } = deps;
-    const owner = `${helpers?.job?.locked_by ?? 'worker'}/${randomBytes(6).toString('hex')}`;
+    const owner = `${helpers?.job?.locked_by ?? 'worker'}/${randomUUID().slice(0, 12)}`;
     const email = await q.claimEmail(sql, projectId, emailId, { owner, seconds: LEASE_SECONDS, deadAfterSeconds: config.workerDeadAfterSeconds });
     if (!email) {
       // Another attempt holds it: look again when its lease ends, in case that attempt dies.

@@ -53,6 +53,7 @@ test('POST /v1/emails → worker → the sink over SMTP: sent, delivered, caught
   assert.ok(!Object.keys(caught.headers).some((h) => h.toLowerCase() === 'bcc'), 'no Bcc header');
   assert.doesNotMatch(caught.raw.toString(), /secret-watcher/, 'the bcc address travels only in the envelope');
   assert.match(caught.raw.toString(), new RegExp(`^Message-ID: <${id}@example\\.com>\\r$`, 'm'));
+  assert.equal(caught.raw.toString().match(/^Message-ID:/gim)?.length, 1, 'the handoff adds no header of its own');
 
   const events = await eventsOf(ctx.sql, projectId, id);
   assert.deepEqual(events.map((e) => e.type), ['email.sent', 'email.delivered']);
