@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import net from 'node:net';
 import { promisify } from 'node:util';
 import { createTestContext } from '../helpers/app.ts';
 import { revokeApiKey } from '../../src/keys/service.ts';
@@ -199,4 +200,38 @@ test('the sink serves at most 100 connections at once; the next is turned away w
   } finally {
     for (const socket of open) socket.destroy();
   }
+});
+
+test('the replies to a pipelined MAIL, RCPT and DATA leave the sink in one write', async () => {
+  const { key, projectId } = await ctx.tenant();
+  // Every write of the sink's sockets, as the stream hands it to the socket: one entry a write.
+  type SocketWrites = { _write: (chunk: unknown, ...rest: unknown[]) => unknown; _writev: (chunks: { chunk: unknown }[], ...rest: unknown[]) => unknown };
+  const proto = net.Socket.prototype as unknown as SocketWrites;
+  const { _write, _writev } = proto;
+  const writes: string[][] = [];
+  proto._write = function (this: net.Socket, chunk: unknown, ...rest: unknown[]) {
+    if (this.localPort === sink.port) writes.push([String(chunk)]);
+    return _write.call(this, chunk, ...rest);
+  };
+  proto._writev = function (this: net.Socket, chunks: { chunk: unknown }[], ...rest: unknown[]) {
+    if (this.localPort === sink.port) writes.push(chunks.map((c) => String(c.chunk)));
+    return _writev.call(this, chunks, ...rest);
+  };
+  try {
+    const s = await smtpDialog(sink.port);
+    await s.send('EHLO client.test');
+    assert.equal((await s.send(`AUTH PLAIN ${Buffer.from(`\0u\0${key}`).toString('base64')}`)).code, 235);
+    writes.length = 0;
+    s.write('MAIL FROM:<ann@example.com>\r\nRCPT TO:<bob@example.net>\r\nDATA\r\n');
+    assert.deepEqual([(await s.reply()).code, (await s.reply()).code, (await s.reply()).code], [250, 250, 354]);
+    assert.deepEqual(writes.map((w) => w.map((reply) => reply.slice(0, 3))), [['250', '250', '354']]);
+    s.write('Subject: pipelined\r\n\r\nbody\r\n.\r\n');
+    assert.equal((await s.reply()).code, 250);
+    assert.equal((await s.send('QUIT')).code, 221);
+    s.close();
+  } finally {
+    proto._write = _write;
+    proto._writev = _writev;
+  }
+  assert.equal(await count(projectId), 1);
 });
