@@ -33,11 +33,14 @@ export async function sinkWorkerEnv(databaseUrl: string, redisUrl: string): Prom
 const children = new Set<ChildProcess>();
 after(() => { for (const child of children) child.kill('SIGKILL'); });
 
-/** The production worker entry point as its own process (one process, so SIGKILL is a real crash). */
-export function startWorkerProcess(env: Record<string, string>): ChildProcess {
+/**
+ * The production worker entry point as its own process (one process, so SIGKILL is a real crash).
+ * `stdout: 'pipe'` keeps its log readable from `child.stdout`.
+ */
+export function startWorkerProcess(env: Record<string, string>, stdout: 'ignore' | 'pipe' = 'ignore'): ChildProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
     env: { PATH: process.env.PATH ?? '', METRICS_PORT: '0', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', stdout, 'pipe'],
   });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });

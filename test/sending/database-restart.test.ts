@@ -19,19 +19,38 @@ test('a worker whose connections the server ends mid-batch, as a restart or fail
       select status, count(*)::int as n from emails where project_id = ${projectId} group by status`;
     return Object.fromEntries(rows.map((r) => [r.status, r.n])) as Record<string, number>;
   };
+  // What a timeout reports: where each unsent email and its job stand, and what the worker said.
+  const unsentState = async () => {
+    const emails = await admin`
+      select id, status, attempt_count, lease_owner, lease_expires_at, last_error from emails
+      where project_id = ${projectId} and status <> 'sent' order by id`;
+    const jobs = await admin`select * from graphile_worker.jobs order by id`;
+    return [
+      `now ${new Date().toISOString()}, worker exits: ${exits.join(', ') || 'none'}`,
+      '--- unsent emails', ...emails.map((row) => JSON.stringify(row)),
+      '--- jobs', ...jobs.map((row) => JSON.stringify(row)),
+      '--- worker log, last 12 000 characters', workerLog.slice(-12_000),
+    ].join('\n');
+  };
+  let workerLog = '';
+  const exits: Array<number | null> = [];
   let stopped = false;
   try {
     const total = 60;
     for (let i = 0; i < total; i++) await insertEmail(ctx.sql, projectId, { subject: `Restart ${i}` });
     // The sink on a port of its own choosing: a port picked in advance can be taken meanwhile.
-    const env = { ...await sinkWorkerEnv(ctx.url, redisUrl!), SINK_SMTP_PORT: '0' };
+    const env = { ...await sinkWorkerEnv(ctx.url, redisUrl!), SINK_SMTP_PORT: '0', LOG_LEVEL: 'info' };
     // The supervisor: a worker that exits with an error is started again, as compose's
     // `restart: unless-stopped` does.
-    let worker = startWorkerProcess(env);
-    const exits: Array<number | null> = [];
+    const start = () => {
+      const child = startWorkerProcess(env, 'pipe');
+      child.stdout!.on('data', (d: Buffer) => { workerLog = (workerLog + d.toString()).slice(-50_000); });
+      return child;
+    };
+    let worker = start();
     const supervise = (child: typeof worker) => child.once('exit', (code) => {
       exits.push(code);
-      if (code !== 0 && !stopped) supervise(worker = startWorkerProcess(env));
+      if (code !== 0 && !stopped) supervise(worker = start());
     });
     supervise(worker);
     await waitFor('the worker to start sending', async () => ((await countBy()).sent ?? 0) >= 3, 30_000, 10);
@@ -52,7 +71,9 @@ test('a worker whose connections the server ends mid-batch, as a restart or fail
 
     // An email whose attempt was cut short where it could not give its lease up is tried again once
     // the give-up is made; at worst, when its lease runs out after 45 s.
-    await waitFor('every email to be sent', async () => (await countBy()).sent === total, 120_000, 100);
+    await waitFor('every email to be sent', async () => (await countBy()).sent === total, 120_000, 100).catch(async (err: Error) => {
+      throw new Error(`${err.message}\n${await unsentState().catch((e: Error) => `(no state: ${e.message})`)}`);
+    });
     stopped = true;
     await stopProcess(worker);
     assert.ok(exits.slice(0, -1).every((code) => code === 1), `a worker that stopped taking jobs exited with 1 (${exits.join(', ')})`);
