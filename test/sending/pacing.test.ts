@@ -114,8 +114,11 @@ test('a request held up inside the SDK past its slot is not sent in it, and goes
   await reserveSendSlot(ctx.sql, projectId); // the email's slot is then one spacing ahead
   const before = await nextSlot(projectId);
   await task({ email_id: id, project_id: projectId }, noHelpers);
-  assert.equal(requests(), 2, 'the request went through the SDK twice');
-  assert.ok((await nextSlot(projectId)) - before >= 2 * SPACING_AT_2_PER_S - 5, 'a second slot was taken');
+  // Twice as a rule. A third time is right too when the machine stalls the second request past
+  // its own slot's 50 ms, as a loaded test run can: each try takes a slot of its own.
+  const tries = requests();
+  assert.ok(tries === 2 || tries === 3, `the request went through the SDK twice, or three times on a stalled machine (${tries})`);
+  assert.ok((await nextSlot(projectId)) - before >= tries * SPACING_AT_2_PER_S - 5, 'a slot was taken for each try');
   assert.equal(ses.requests.filter((r) => r.raw.includes(id)).length, 1, 'SES got the email once');
   assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['sent', 1]);
 });
