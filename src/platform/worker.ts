@@ -2,12 +2,14 @@ import { EventEmitter } from 'node:events';
 import os from 'node:os';
 import { parseCronItems, run, Logger as WorkerLogger, type CronItem, type Runner, type TaskList } from 'graphile-worker';
 import pg from 'pg';
-import type { Sql } from './db.ts';
+import type { Sql, TxSql } from './db.ts';
 import type { Logger } from './log.ts';
 
 const HEARTBEAT_MS = 5_000;
 /** A pool silent for this long is presumed dead and its jobs are released (WORKER_DEAD_AFTER_SECONDS). */
 const DEAD_AFTER_SECONDS = 30;
+/** How often a pool also looks through the locked jobs for pools that never wrote a heartbeat. */
+const FULL_SWEEP_MS = 10 * 60_000;
 
 export type WorkerHandle = {
   runner: Runner;
@@ -72,11 +74,16 @@ export async function startWorker(opts: {
     }),
   });
 
+  // The first beat, and one every ten minutes, sweeps the locked jobs; the others only read the
+  // heartbeats, so a beat costs the same whatever the backlog.
+  let lastFullSweep = -Infinity;
   const beat = async () => {
     await sql`
       insert into worker_heartbeats (pool_id, hostname, pid) values (${poolId}, ${os.hostname()}, ${process.pid})
       on conflict (pool_id) do update set last_seen_at = now()`;
+    if (performance.now() - lastFullSweep < FULL_SWEEP_MS) return releaseJobsOfStalePools(sql, log, deadAfterSeconds);
     await releaseJobsOfDeadPools(sql, log, deadAfterSeconds);
+    lastFullSweep = performance.now();
   };
   await beat();
   let beating: Promise<void> = Promise.resolve();
@@ -105,24 +112,54 @@ export async function startWorker(opts: {
       await beating;
       if (!runnerEnded) await runner.stop();
       await pgPool.end();
-      await sql`delete from worker_heartbeats where pool_id = ${poolId}`.catch(() => {});
+      // Marked dead rather than deleted: a runner that ended on a database error may still hold
+      // jobs it could not give back, and the next sweep of any worker releases them by this row.
+      await sql`update worker_heartbeats set last_seen_at = '-infinity' where pool_id = ${poolId}`.catch(() => {});
     },
   };
 }
 
+/**
+ * Releases the jobs of pools whose heartbeat went stale or that stopped, and forgets those pools.
+ * It reads only the heartbeat table, whose rows are the live pools and the recently gone ones, so
+ * it costs the same with millions of jobs queued; a pool that died before its first heartbeat is
+ * left to `releaseJobsOfDeadPools`. Two workers sweeping at once never both release one pool.
+ */
+export async function releaseJobsOfStalePools(sql: Sql, log: Logger, deadAfterSeconds = DEAD_AFTER_SECONDS) {
+  reportReleased(log, await sql.begin((tx) => releaseStale(tx, deadAfterSeconds)));
+}
+
+async function releaseStale(tx: TxSql, deadAfterSeconds: number): Promise<string[]> {
+  const gone = await tx<{ poolId: string; stopped: boolean }[]>`
+    delete from worker_heartbeats where last_seen_at < now() - make_interval(secs => ${deadAfterSeconds})
+    returning pool_id, last_seen_at = '-infinity' as stopped`;
+  if (gone.length) await tx`select graphile_worker.force_unlock_workers(${gone.map((row) => row.poolId)}::text[])`;
+  // A pool that stopped has usually given its jobs back already; only the silent ones are news.
+  return gone.filter((row) => !row.stopped).map((row) => row.poolId);
+}
+
+function reportReleased(log: Logger, pools: string[]) {
+  if (pools.length) log.warn({ pools }, 'released jobs of worker pools that stopped heartbeating');
+}
+
+/**
+ * Releases the jobs locked by any pool without a live heartbeat, found by reading the locked
+ * jobs: also those of a pool that died before its first heartbeat, or whose row is gone. Its cost
+ * grows with the queue (a scan of graphile-worker's jobs table), so it runs at a pool's start and
+ * every ten minutes, and `releaseJobsOfStalePools` on the other beats.
+ */
 export async function releaseJobsOfDeadPools(sql: Sql, log: Logger, deadAfterSeconds = DEAD_AFTER_SECONDS) {
-  const released = await sql.begin(async (tx) => {
-    const dead = await tx<{ lockedBy: string }[]>`
+  reportReleased(log, await sql.begin(async (tx) => {
+    const stale = await releaseStale(tx, deadAfterSeconds);
+    const rowless = await tx<{ lockedBy: string }[]>`
       select distinct j.locked_by from graphile_worker.jobs j
       where j.locked_by is not null
         and j.locked_at < now() - make_interval(secs => ${deadAfterSeconds})
         and not exists (
           select 1 from worker_heartbeats h
           where h.pool_id = j.locked_by and h.last_seen_at > now() - make_interval(secs => ${deadAfterSeconds}))`;
-    const ids = dead.map((d) => d.lockedBy);
+    const ids = rowless.map((d) => d.lockedBy);
     if (ids.length) await tx`select graphile_worker.force_unlock_workers(${ids}::text[])`;
-    await tx`delete from worker_heartbeats where last_seen_at < now() - make_interval(secs => ${deadAfterSeconds * 10})`;
-    return ids;
-  });
-  if (released.length) log.warn({ pools: released }, 'released jobs of worker pools that stopped heartbeating');
+    return [...stale, ...ids];
+  }));
 }

@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestDatabase } from '../helpers/db.ts';
 import { createLogger } from '../../src/platform/log.ts';
-import { releaseJobsOfDeadPools, startWorker } from '../../src/platform/worker.ts';
+import { releaseJobsOfDeadPools, releaseJobsOfStalePools, startWorker } from '../../src/platform/worker.ts';
+import { createSql } from '../../src/platform/db.ts';
 
 const { sql, url } = await createTestDatabase();
 const log = createLogger('silent');
@@ -18,6 +19,46 @@ test('jobs locked by a pool that stopped heartbeating are released; live pools k
   assert.deepEqual(rows.map((r) => [r.key, r.lockedBy]), [['alive', 'pool-alive'], ['dead', null]]);
 });
 
+test('the sweep on each heartbeat releases and forgets the pools whose heartbeat went stale or that stopped, and reads no job while none did', async () => {
+  await sql`delete from graphile_worker._private_jobs`;
+  await sql`delete from worker_heartbeats`;
+  for (const key of ['stale', 'stopped', 'live', 'rowless']) await sql`select graphile_worker.add_job('noop', '{}', job_key := ${key})`;
+  await sql`update graphile_worker._private_jobs set locked_by = 'pool-' || key, locked_at = now() - interval '2 minutes'`;
+  await sql`insert into worker_heartbeats (pool_id, hostname, pid, last_seen_at) values
+    ('pool-stale', 'h', 1, now() - interval '31 seconds'), ('pool-live', 'h', 2, now() - interval '29 seconds'),
+    -- What stop() leaves: a runner that ended on a database error may not have given its jobs back.
+    ('pool-stopped', 'h', 3, '-infinity')`;
+
+  // Reads of the jobs table, as PostgreSQL counts them once a backend has flushed its counters.
+  const sweeper = createSql(url, { max: 1 });
+  const jobReads = async () => {
+    await sweeper`select pg_stat_force_next_flush()`;
+    await new Promise((r) => setTimeout(r, 50));
+    const [row] = await sql<[{ n: number }]>`
+      select (select coalesce(seq_scan, 0) + coalesce(idx_scan, 0) from pg_stat_user_tables
+              where relid = 'graphile_worker._private_jobs'::regclass)::int as n
+      from (select pg_stat_clear_snapshot()) cleared`;
+    return row.n;
+  };
+  try {
+    await releaseJobsOfStalePools(sweeper, log, 30);
+    const rows = await sql`select key, locked_by from graphile_worker.jobs order by key`;
+    assert.deepEqual(rows.map((r) => [r.key, r.lockedBy]), [['live', 'pool-live'], ['rowless', 'pool-rowless'], ['stale', null], ['stopped', null]]);
+    const pools = await sql`select pool_id from worker_heartbeats order by pool_id`;
+    assert.deepEqual(pools.map((r) => r.poolId), ['pool-live'], 'the stale and the stopped pools are forgotten');
+
+    const before = await jobReads();
+    await releaseJobsOfStalePools(sweeper, log, 30);
+    assert.equal(await jobReads(), before, 'with no stale pool the sweep does not touch the jobs');
+    await releaseJobsOfDeadPools(sweeper, log, 30);
+    assert.ok(await jobReads() > before, 'the full sweep reads the jobs (so the counter above would have seen it)');
+    const [rowless] = await sql`select locked_by from graphile_worker.jobs where key = 'rowless'`;
+    assert.equal(rowless!.lockedBy, null, 'the full sweep releases a pool that never wrote a heartbeat');
+  } finally {
+    await sweeper.end();
+  }
+});
+
 test('a job runner that stops without being asked is reported; one stopped by stop() is not', async () => {
   const start = () => startWorker({ databaseUrl: url, sql, log, concurrency: 1, taskList: {}, deadAfterSeconds: 30 });
 
@@ -27,6 +68,10 @@ test('a job runner that stops without being asked is reported; one stopped by st
   await asked.stop();
   await new Promise((r) => setTimeout(r, 100));
   assert.equal(reported, false);
+  // A stopped pool is left marked dead, for the next sweep to release what it may still hold.
+  const [mark] = await sql<[{ stopped: boolean }]>`
+    select last_seen_at = '-infinity' as stopped from worker_heartbeats where pool_id = ${asked.poolId}`;
+  assert.equal(mark?.stopped, true);
 
   // graphile-worker ends its runner by itself on a database error it cannot recover from.
   const dropped = await start();
