@@ -94,13 +94,23 @@ export async function startWorker(opts: {
   // graphile-worker shuts its pool down by itself when a database error leaves the queue in an
   // unknown state (completions it could not record, jobs it could not give back, as when the
   // server ends its connections). Nothing takes jobs after that, so the process must not carry on
-  // as if it were working. Settles only for an end that stop() did not ask for.
+  // as if it were working. Settles only for an end that stop() did not ask for, as soon as the
+  // shutdown starts: graphile-worker 0.18.0's can wait for good on workers whose completion
+  // failed, and the process's own shutdown gives it the usual bounded time instead.
   let stopping = false;
   let runnerEnded = false;
-  const endedOnItsOwn = runner.promise.then(() => undefined, (err: unknown) => err).then((err) => {
-    runnerEnded = true;
-    return stopping ? new Promise<never>(() => {}) : err ?? new Error('the job runner stopped');
+  let runnerShuttingDown = false;
+  let shutDownOnItsOwn: (reason: Error) => void = () => {};
+  const shutdownStarted = new Promise<Error>((resolve) => { shutDownOnItsOwn = resolve; });
+  events.on('pool:gracefulShutdown', ({ message }) => {
+    runnerShuttingDown = true;
+    if (!stopping) shutDownOnItsOwn(new Error(`the job runner is shutting down on its own: ${message}`));
   });
+  const runnerStopped = runner.promise.then(() => undefined, (err: unknown) => err).then((err) => {
+    runnerEnded = true;
+    return err ?? new Error('the job runner stopped');
+  });
+  const endedOnItsOwn = Promise.race([shutdownStarted, runnerStopped]).then((err) => (stopping ? new Promise<never>(() => {}) : err));
 
   return {
     runner,
@@ -110,7 +120,8 @@ export async function startWorker(opts: {
       stopping = true;
       clearInterval(timer);
       await beating;
-      if (!runnerEnded) await runner.stop();
+      // A shutdown graphile-worker started itself is waited for, not asked for a second time.
+      if (!runnerEnded) await (runnerShuttingDown ? runner.promise.catch(() => {}) : runner.stop());
       await pgPool.end();
       // Marked dead rather than deleted: a runner that ended on a database error may still hold
       // jobs it could not give back, and the next sweep of any worker releases them by this row.

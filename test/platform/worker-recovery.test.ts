@@ -79,3 +79,27 @@ test('a job runner that stops without being asked is reported; one stopped by st
   assert.ok(await dropped.endedOnItsOwn);
   await dropped.stop();
 });
+
+test('a shutdown the job runner starts by itself is reported as it starts, even while a job keeps it from finishing', async () => {
+  // graphile-worker 0.18.0's own shutdown can wait for good on a worker whose completion failed;
+  // a job that does not end holds it the same way.
+  let jobStarted!: () => void;
+  let letJobEnd!: () => void;
+  const started = new Promise<void>((resolve) => { jobStarted = resolve; });
+  const ended = new Promise<void>((resolve) => { letJobEnd = resolve; });
+  const handle = await startWorker({
+    databaseUrl: url, sql, log, concurrency: 1, deadAfterSeconds: 30,
+    taskList: { hold: async () => { jobStarted(); await ended; } },
+  });
+  try {
+    await sql`select graphile_worker.add_job('hold', '{}')`;
+    await started;
+    void handle.runner.stop(); // as graphile-worker does by itself after a database error
+    const reason = await Promise.race([handle.endedOnItsOwn, new Promise((resolve) => setTimeout(() => resolve('not reported'), 3000))]);
+    assert.ok(reason instanceof Error, `reported while the job still runs (${String(reason)})`);
+    assert.match(reason.message, /shutting down on its own/);
+  } finally {
+    letJobEnd();
+    await handle.stop();
+  }
+});
