@@ -41,6 +41,22 @@ export async function startWorker(opts: {
   let poolId = '';
   events.on('pool:create', ({ workerPool }) => { poolId = workerPool.id; });
 
+  // graphile-worker shuts its pool down by itself when a database error leaves the queue in an
+  // unknown state (completions it could not record, jobs it could not give back, as when the
+  // server ends its connections). Nothing takes jobs after that, so the process must not carry on
+  // as if it were working. `endedOnItsOwn` settles only for an end that stop() did not ask for,
+  // as soon as the shutdown starts: graphile-worker 0.18.0's can wait for good on workers whose
+  // completion failed, and the process's own shutdown gives it the usual bounded time instead.
+  let stopping = false;
+  let runnerEnded = false;
+  let runnerShuttingDown = false;
+  let shutDownOnItsOwn: (reason: Error) => void = () => {};
+  const shutdownStarted = new Promise<Error>((resolve) => { shutDownOnItsOwn = resolve; });
+  events.on('pool:gracefulShutdown', ({ message }) => {
+    runnerShuttingDown = true;
+    if (!stopping) shutDownOnItsOwn(new Error(`the job runner is shutting down on its own: ${message}`));
+  });
+
   // Our own pool, so stopping the worker also closes its connections (runner.stop() leaves a
   // pool it created open), and a dropped connection is logged rather than crashing the process.
   const pgPool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.concurrency + 2, application_name: 'mailroom-worker' });
@@ -91,21 +107,6 @@ export async function startWorker(opts: {
     beating = beat().catch((err) => log.warn({ err: (err as Error).message }, 'worker heartbeat failed'));
   }, heartbeatMs);
 
-  // graphile-worker shuts its pool down by itself when a database error leaves the queue in an
-  // unknown state (completions it could not record, jobs it could not give back, as when the
-  // server ends its connections). Nothing takes jobs after that, so the process must not carry on
-  // as if it were working. Settles only for an end that stop() did not ask for, as soon as the
-  // shutdown starts: graphile-worker 0.18.0's can wait for good on workers whose completion
-  // failed, and the process's own shutdown gives it the usual bounded time instead.
-  let stopping = false;
-  let runnerEnded = false;
-  let runnerShuttingDown = false;
-  let shutDownOnItsOwn: (reason: Error) => void = () => {};
-  const shutdownStarted = new Promise<Error>((resolve) => { shutDownOnItsOwn = resolve; });
-  events.on('pool:gracefulShutdown', ({ message }) => {
-    runnerShuttingDown = true;
-    if (!stopping) shutDownOnItsOwn(new Error(`the job runner is shutting down on its own: ${message}`));
-  });
   const runnerStopped = runner.promise.then(() => undefined, (err: unknown) => err).then((err) => {
     runnerEnded = true;
     return err ?? new Error('the job runner stopped');
