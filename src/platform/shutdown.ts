@@ -22,6 +22,12 @@ export function onShutdown(log: Logger, steps: ShutdownStep[]): (exitCode: numbe
   };
   process.once('SIGTERM', (signal) => void shutdown(0, signal));
   process.once('SIGINT', (signal) => void shutdown(0, signal));
+  // A rejection nothing handled (a library's own during a database outage, say) ends the process
+  // with 1, as Node would, but through the same shutdown and with its reason logged.
+  process.on('unhandledRejection', (reason) => {
+    log.fatal({ err: reason instanceof Error ? reason.message : String(reason) }, 'unhandled promise rejection; shutting down');
+    void shutdown(1);
+  });
   return shutdown;
 }
 
