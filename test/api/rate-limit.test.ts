@@ -51,6 +51,33 @@ test('concurrent requests never over-admit (atomic window)', { skip: !redisUrl &
   assert.equal(results.filter((r) => r.allowed).length, 20);
 });
 
+test('the requests of one turn charge each key once, each at its own place in the window', { skip: !redisUrl && REDIS_SKIP_REASON }, async () => {
+  const redis = await testRedisClient(redisUrl!);
+  const prefix = `mailroom:test:${randomBytes(4).toString('hex')}:`;
+  const limiter = new RedisRateLimiter(redis, log, prefix);
+  const scripted = redis as unknown as { mailroomHit: (...args: unknown[]) => Promise<unknown> };
+  const original = scripted.mailroomHit.bind(redis);
+  let scriptRuns = 0;
+  scripted.mailroomHit = (...args) => { scriptRuns++; return original(...args); };
+
+  const results = await Promise.all(Array.from({ length: 30 }, (_, i) => limiter.hit(i % 3 ? 'a' : 'b', 12)));
+  assert.equal(scriptRuns, 2, 'one script run per key');
+  const a = results.filter((_, i) => i % 3);
+  const b = results.filter((_, i) => !(i % 3));
+  assert.deepEqual(a.map((r) => r.remaining), [11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+  assert.deepEqual(a.map((r) => r.allowed), [...Array(12).fill(true), ...Array(8).fill(false)]);
+  assert.deepEqual(b.map((r) => r.remaining), [11, 10, 9, 8, 7, 6, 5, 4, 3, 2]);
+  assert.ok(b.every((r) => r.allowed));
+  assert.ok(results.every((r) => r.limit === 12 && r.resetSeconds >= 1 && r.resetSeconds <= 60));
+  assert.equal(await redis.get(`${prefix}a`), '20');
+  const ttl = await redis.pttl(`${prefix}a`);
+  assert.ok(ttl > 0 && ttl <= 60_000, `the window expires: ${ttl}`);
+
+  const later = await limiter.hit('b', 12);
+  assert.equal(later.remaining, 1, 'a later turn goes on from the count');
+  assert.equal(scriptRuns, 3);
+});
+
 test('Redis down: requests are served unlimited and readiness answers 503', async () => {
   // A port nothing listens on stands in for an unreachable Redis.
   const redis = createRedis('redis://127.0.0.1:1', log);
