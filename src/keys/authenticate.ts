@@ -1,5 +1,5 @@
+import { timingSafeEqual } from 'node:crypto';
 import type { Sql } from '../platform/db.ts';
-import { safeEqual } from '../platform/crypto.ts';
 import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
 import { findActiveKeysByHash, touchKey, type KeyMatch, type KeyPermission } from './queries.ts';
 import { hashApiKey } from './service.ts';
@@ -21,7 +21,8 @@ export async function verifyApiKey(sql: Sql, presented: string | undefined): Pro
   if (!looksLikeApiKey(presented)) return undefined;
   const hash = hashApiKey(presented);
   const match = await lookupFor(sql).run(hash);
-  if (!match || !safeEqual(match.keyHash, hash)) return undefined;
+  // Both are SHA-256 digests, so of one length: compared as they are, in constant time.
+  if (!match || match.keyHash.length !== hash.length || !timingSafeEqual(match.keyHash, hash)) return undefined;
   return { id: match.id, projectId: match.projectId, permission: match.permission };
 }
 
