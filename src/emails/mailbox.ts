@@ -28,8 +28,8 @@ const MAX_REMEMBERED_LENGTH = 998;
  * put in the header and the SMTP envelope.
  *
  * Answers are remembered for the last addresses seen: a project sends from the same few
- * addresses, and the parse is about a twentieth of the API's CPU for a small send. Only values of a valid length are
- * kept, so the memory stays under a few megabytes.
+ * addresses, and the parse is about a twentieth of the API's CPU for a small send. Only values
+ * of a valid length are kept, so the memory stays under a few megabytes.
  */
 export function isMailbox(value: string): boolean {
   let answer = recent.get(value);
