@@ -58,16 +58,21 @@ from domains;
 create or replace view ops.providers as
 select pc.project_id,
        pc.region,
-       pc.max_send_rate as account_max_send_rate,
+       a.max_send_rate as account_max_send_rate,
        pc.rate_cap,
-       least(coalesce(pc.max_send_rate, 1), coalesce(pc.rate_cap, 'infinity'::float8))
-         / (case when pc.slowed_until > now() then 2 else 1 end) as send_rate,
-       pc.slowed_until > now() as slowed,
-       pc.max_24_hour_send,
-       (select count(*) from emails e
-         where e.project_id = pc.project_id and e.sent_at > greatest(now() - interval '24 hours', pc.created_at)) as sent_last_24h,
+       least(coalesce(a.max_send_rate, 1),
+             coalesce((select min(o.rate_cap) from provider_connections o where o.ses_account_id = a.id), 'infinity'::float8))
+         / (case when a.slowed_until > now() then 2 else 1 end) as send_rate,
+       a.slowed_until > now() as slowed,
+       a.max_24_hour_send,
+       -- Recipients, as SES counts them, of every project on the account, by hour.
+       (select coalesce(sum(u.recipients), 0) from ses_account_usage u
+         where u.account_id = a.id and u.hour > now() - interval '24 hours')::bigint as sent_last_24h,
        (select count(*) from provider_throttles t
          where t.project_id = pc.project_id and t.throttled_at > now() - interval '1 hour') as throttles_last_hour,
-       greatest(pc.next_send_slot, now()) as next_send_slot,
-       pc.quota_checked_at
-from provider_connections pc;
+       greatest(a.next_send_slot, now()) as next_send_slot,
+       a.quota_checked_at,
+       a.id as ses_account_id,
+       (select count(*) from provider_connections o where o.ses_account_id = a.id) as projects_on_account
+from provider_connections pc
+join ses_accounts a on a.id = pc.ses_account_id;

@@ -119,17 +119,25 @@ export type ClaimedEmail = EmailEnvelopeRow & {
 
 /**
  * Moves an email to `sending` and takes its lease in the same statement, which also returns what
- * the send needs to know of its project: a `queued` email, or one
- * left in `sending` by an attempt whose lease ran out or whose worker pool stopped heartbeating.
- * Anything else (sent, failed, or a live lease held elsewhere) returns nothing, which is what
- * keeps a job that runs twice from sending twice.
+ * the send needs to know of its project: a `queued` email, or one left in `sending` by an attempt
+ * that can no longer be sending it. Anything else (sent, failed, or a lease held elsewhere)
+ * returns nothing, which is what keeps a job that runs twice from sending twice.
+ *
+ * A lease held elsewhere is taken over only when its holder gave it up, when its holder's pool
+ * was declared ended (stopped, or silent while a judge kept beating: `ended_at`), or when it ran
+ * out and its holder no longer beats. A missing heartbeat row never overrides a live lease, and a
+ * holder that beats keeps even a lease that ran out (for up to 15 minutes): after a database
+ * outage it may hold a send the provider accepted and has yet to record (settle-later.ts).
+ * `self` is this process's holder: a lease it holds on an email it is not working on (a claim
+ * whose answer was lost) is its own to take again.
  */
 export async function claimEmail(
   sql: Sql,
   projectId: string,
   emailId: string,
-  lease: { owner: string; seconds: number; deadAfterSeconds: number },
+  lease: { owner: string; seconds: number; deadAfterSeconds: number; self?: { id: string; busy: boolean } },
 ) {
+  const holder = sql`split_part(emails.lease_owner, '/', 1)`;
   // Committed with the claims and settles of other jobs running now: one WAL flush for many.
   const [row] = await commitShared(sql, (tx) => tx<ClaimedEmail[]>`
     update emails set status = 'sending', attempt_count = attempt_count + 1, updated_at = now(),
@@ -138,11 +146,14 @@ export async function claimEmail(
       and (status = 'queued'
         or (status = 'scheduled' and scheduled_at <= now() + interval '1 second')
         or (status = 'sending' and (
-        lease_expires_at is null or lease_expires_at < now()
-        or not exists (
-          select 1 from worker_heartbeats h
-          where h.pool_id = split_part(emails.lease_owner, '/', 1)
-            and h.last_seen_at > now() - make_interval(secs => ${lease.deadAfterSeconds})))))
+          lease_owner is null
+          or exists (select 1 from worker_heartbeats h where h.pool_id = ${holder} and h.ended_at is not null)
+          or (coalesce(lease_expires_at < now(), true) and not exists (
+            select 1 from worker_heartbeats h
+            where h.pool_id = ${holder} and h.ended_at is null
+              and h.last_seen_at > now() - make_interval(secs => ${lease.deadAfterSeconds})
+              and emails.lease_expires_at > now() - interval '15 minutes'))
+          ${lease.self && !lease.self.busy ? sql`or ${holder} = ${lease.self.id}` : sql``})))
     returning id, project_id, attempt_count, from_address, to_addresses, cc_addresses, bcc_addresses,
       reply_to_addresses, subject, html, text, headers, attachments, message_id_header, lease_owner, tags,
       exists (select 1 from provider_connections pc where pc.project_id = emails.project_id) as has_provider,
@@ -150,11 +161,15 @@ export async function claimEmail(
   return row;
 }
 
-/** When another attempt's live lease ends, for an email that could not be claimed. */
+/**
+ * When to look again at an email another attempt holds: at its lease's end, or, for a lease that
+ * ran out while its holder still beats (a record it has yet to make), in a few seconds.
+ * Undefined once the email is no longer `sending`.
+ */
 export async function liveLeaseEnd(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[{ leaseExpiresAt: Date }?]>`
-    select lease_expires_at from emails
-    where id = ${emailId} and project_id = ${projectId} and status = 'sending' and lease_expires_at >= now()`;
+    select greatest(lease_expires_at, now() + interval '5 seconds') as lease_expires_at from emails
+    where id = ${emailId} and project_id = ${projectId} and status = 'sending'`;
   return row?.leaseExpiresAt;
 }
 
@@ -168,7 +183,7 @@ const HELD = (sql: Sql | TxSql, email: ClaimedEmail) =>
 
 /** The lease-release UPDATE both give-ups run, returning the email's id when the attempt still held it. */
 function releaseLease(sql: Sql, email: ClaimedEmail) {
-  return sql`update emails set lease_expires_at = now(), updated_at = now() where ${HELD(sql, email)} returning id`;
+  return sql`update emails set lease_owner = null, lease_expires_at = now(), updated_at = now() where ${HELD(sql, email)} returning id`;
 }
 
 /**
