@@ -236,14 +236,16 @@ export async function markFailed(sql: Sql, email: ClaimedEmail, lastError: strin
  * spent quota) gives the attempt back: the message was never the problem.
  */
 export async function requeue(sql: Sql, email: ClaimedEmail, delayMs: number, countsAsAttempt: boolean) {
-  await sql.begin(async (tx) => {
-    const [row] = await tx`
+  // One statement, so atomic without a transaction block: a block whose connection the server
+  // ends goes back to postgres.js's pool all the same, and the next query on it never settles.
+  await sql`
+    with requeued as (
       update emails set status = 'queued', updated_at = now(), lease_owner = null, lease_expires_at = null,
         attempt_count = attempt_count - ${countsAsAttempt ? 0 : 1}
-      where ${HELD(tx, email)}
-      returning id`;
-    if (row) await tx`select ${sendJob(tx, email.id, email.projectId, delayMs)}`;
-  });
+      where ${HELD(sql, email)}
+      returning id
+    )
+    select ${sendJob(sql, email.id, email.projectId, delayMs)} from requeued`;
 }
 
 /**

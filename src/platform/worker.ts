@@ -54,17 +54,22 @@ export async function startWorker(opts: {
   let stopping = false;
   let restarts = 0;
 
-  // Our own pool, so stopping the worker also closes its connections (runner.stop() leaves a
-  // pool it created open), and a dropped connection is logged rather than crashing the process.
-  const pgPool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.concurrency + 2, application_name: 'mailroom-worker' });
-  const lost = (err: Error) => log.warn({ err: err.message }, 'worker database connection lost');
-  pgPool.on('error', lost);
-  pgPool.on('connect', (client) => client.on('error', lost));
+  // Each runner gets a pool of its own, so stopping the worker also closes its connections
+  // (runner.stop() leaves a pool it created open), a new runner never inherits connections the
+  // server ended, and a dropped connection is logged rather than crashing the process.
+  const newPgPool = () => {
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.concurrency + 2, application_name: 'mailroom-worker', connectionTimeoutMillis: 5000 });
+    const lost = (err: Error) => log.warn({ err: err.message }, 'worker database connection lost');
+    pool.on('error', lost);
+    pool.on('connect', (client) => client.on('error', lost));
+    return pool;
+  };
 
-  type Current = { runner: Runner; poolId: string; shuttingDown: boolean; ended: boolean };
+  type Current = { runner: Runner; pgPool: pg.Pool; poolId: string; shuttingDown: boolean; ended: boolean };
   const startRunner = async (): Promise<Current> => {
     const events = new EventEmitter() as NonNullable<Parameters<typeof run>[0]['events']>;
-    const current: Current = { runner: undefined as unknown as Runner, poolId: '', shuttingDown: false, ended: false };
+    const pgPool = newPgPool();
+    const current: Current = { runner: undefined as unknown as Runner, pgPool, poolId: '', shuttingDown: false, ended: false };
     events.on('pool:create', ({ workerPool }) => { current.poolId = workerPool.id; });
     events.on('pool:gracefulShutdown', ({ message }) => {
       current.shuttingDown = true;
@@ -119,12 +124,31 @@ export async function startWorker(opts: {
     restarting = (async () => {
       for (let i = 0; !stopping; i++) {
         try {
-          await sql.begin(async (tx) => {
-            await tx`update worker_heartbeats set ended_at = coalesce(ended_at, now()), last_seen_at = '-infinity', jobs_released = true where pool_id = ${old.poolId}`;
-            await tx`select graphile_worker.force_unlock_workers(${[old.poolId]}::text[])`;
-          });
+          // One statement on a fresh connection, bounded by its connect timeout: this runs while
+          // the server may still be away, and postgres.js can leave a query on an ended
+          // connection unanswered.
+          const probe = newPgPool();
+          try {
+            await probe.query(`
+              with ended as (
+                update worker_heartbeats set ended_at = coalesce(ended_at, now()), last_seen_at = '-infinity', jobs_released = true
+                where pool_id = $1
+              )
+              select graphile_worker.force_unlock_workers(array[$1]::text[])`, [old.poolId]);
+          } finally {
+            void probe.end().catch(() => {});
+          }
           if (stopping) return;
-          current = await startRunner();
+          const started = startRunner();
+          // A start that hangs on a connection the server ended is abandoned and tried again.
+          const next = await Promise.race([started, sleep(15_000).then(() => undefined)]);
+          if (!next) {
+            void started.then((late) => late.runner.stop().catch(() => {}).then(() => late.pgPool.end()).catch(() => {}), () => {});
+            throw new Error('the job runner did not start within 15 s');
+          }
+          // The old runner keeps its pool until it has finished its own shutdown.
+          void old.runner.promise.catch(() => {}).then(() => old.pgPool.end()).catch(() => {});
+          current = next;
           restarts++;
           await beat().catch(() => {});
           log.info({ pool: current.poolId, restarts }, 'job runner started again');
@@ -177,7 +201,7 @@ export async function startWorker(opts: {
       await restarting;
       // A shutdown graphile-worker started itself is waited for, not asked for a second time.
       if (!current.ended) await (current.shuttingDown ? current.runner.promise.catch(() => {}) : current.runner.stop());
-      await pgPool.end();
+      await current.pgPool.end();
       // Marked ended rather than deleted: a runner that ended on a database error may still hold
       // jobs it could not give back, and the next sweep of any worker releases them by this row.
       await sql`update worker_heartbeats set last_seen_at = '-infinity', ended_at = now() where pool_id = any(${ids()}::text[])`.catch(() => {});
@@ -192,24 +216,31 @@ export async function startWorker(opts: {
  * left to `releaseJobsOfDeadPools`. Two workers sweeping at once never both release one pool.
  */
 export async function releaseJobsOfStalePools(sql: Sql, log: Logger, deadAfterSeconds = DEAD_AFTER_SECONDS) {
-  reportReleased(log, await sql.begin((tx) => releaseStale(tx, deadAfterSeconds)));
+  reportReleased(log, await releaseStale(sql, deadAfterSeconds));
 }
 
-async function releaseStale(tx: TxSql, deadAfterSeconds: number): Promise<string[]> {
-  // Declared ended, not forgotten: a lease naming an ended pool is free at once, while a lease
-  // whose holder has no row at all is free only once it runs out.
-  const gone = await tx<{ poolId: string; stopped: boolean }[]>`
+/**
+ * One statement, so atomic without a transaction block (a block whose connection the server ends
+ * goes back to postgres.js's pool all the same). Pools are declared ended, not forgotten: a lease
+ * naming an ended pool is free at once, while a lease whose holder has no row at all is free only
+ * once it runs out. Ended pools are kept a day, long past any lease of theirs.
+ */
+async function releaseStale(sql: Sql, deadAfterSeconds: number): Promise<string[]> {
+  const gone = await sql<{ poolId: string; stopped: boolean }[]>`
     with due as (
       select pool_id, ended_at is not null as stopped from worker_heartbeats
       where not jobs_released and (ended_at is not null or last_seen_at < now() - make_interval(secs => ${deadAfterSeconds}))
       for update
+    ), ended as (
+      update worker_heartbeats h set ended_at = coalesce(h.ended_at, now()), last_seen_at = '-infinity', jobs_released = true
+      from due where h.pool_id = due.pool_id
+      returning h.pool_id, due.stopped
+    ), unlocked as (
+      select graphile_worker.force_unlock_workers(array(select pool_id from ended)) where exists (select 1 from ended)
+    ), forgotten as (
+      delete from worker_heartbeats where ended_at < now() - interval '1 day'
     )
-    update worker_heartbeats h set ended_at = coalesce(h.ended_at, now()), last_seen_at = '-infinity', jobs_released = true
-    from due where h.pool_id = due.pool_id
-    returning h.pool_id, due.stopped`;
-  if (gone.length) await tx`select graphile_worker.force_unlock_workers(${gone.map((row) => row.poolId)}::text[])`;
-  // Ended pools are kept a day, long past any lease of theirs.
-  await tx`delete from worker_heartbeats where ended_at < now() - interval '1 day'`;
+    select pool_id, stopped, (select count(*) from unlocked) as unlocked from ended`;
   // A pool that stopped has usually given its jobs back already; only the silent ones are news.
   return gone.filter((row) => !row.stopped).map((row) => row.poolId);
 }
@@ -225,17 +256,18 @@ function reportReleased(log: Logger, pools: string[]) {
  * every ten minutes, and `releaseJobsOfStalePools` on the other beats.
  */
 export async function releaseJobsOfDeadPools(sql: Sql, log: Logger, deadAfterSeconds = DEAD_AFTER_SECONDS) {
-  reportReleased(log, await sql.begin(async (tx) => {
-    const stale = await releaseStale(tx, deadAfterSeconds);
-    const rowless = await tx<{ lockedBy: string }[]>`
+  const stale = await releaseStale(sql, deadAfterSeconds);
+  const rowless = await sql<{ lockedBy: string }[]>`
+    with dead as (
       select distinct j.locked_by from graphile_worker.jobs j
       where j.locked_by is not null
         and j.locked_at < now() - make_interval(secs => ${deadAfterSeconds})
         and not exists (
           select 1 from worker_heartbeats h
-          where h.pool_id = j.locked_by and h.last_seen_at > now() - make_interval(secs => ${deadAfterSeconds}))`;
-    const ids = rowless.map((d) => d.lockedBy);
-    if (ids.length) await tx`select graphile_worker.force_unlock_workers(${ids}::text[])`;
-    return [...stale, ...ids];
-  }));
+          where h.pool_id = j.locked_by and h.last_seen_at > now() - make_interval(secs => ${deadAfterSeconds}))
+    ), unlocked as (
+      select graphile_worker.force_unlock_workers(array(select locked_by from dead)) where exists (select 1 from dead)
+    )
+    select locked_by, (select count(*) from unlocked) as unlocked from dead`;
+  reportReleased(log, [...stale, ...rowless.map((d) => d.lockedBy)]);
 }

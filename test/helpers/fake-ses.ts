@@ -38,6 +38,8 @@ export async function startFakeSes() {
   /** Its recipients, as SES counts them against the rate and the day: one entry per accepted message. */
   const acceptedRecipients: number[] = [];
   const stats = { throttled: 0, quotaRefused: 0 };
+  /** Runs after a message is accepted and before SES answers: a fault injected at that moment. */
+  const hooks: { beforeAnswer?: (req: SendEmailRequest) => Promise<void> } = {};
   // What GetAccount reports; SendEmail enforces it like SES: more than maxSendRate in any one
   // second is throttled, and past max24HourSend every send is refused.
   const quota = { maxSendRate: 1000, max24HourSend: 1_000_000 };
@@ -88,6 +90,7 @@ export async function startFakeSes() {
       return;
     }
     if (answer === 'ok') {
+      if (hooks.beforeAnswer) await hooks.beforeAnswer(parsed);
       res.writeHead(200, { 'content-type': 'application/json', 'x-amzn-RequestId': `req-${++counter}` });
       res.end(JSON.stringify({ MessageId: `fake-ses-${Date.now()}-${counter}` }));
     } else if ('drop' in answer) {
@@ -103,6 +106,7 @@ export async function startFakeSes() {
     requests,
     accepted,
     acceptedRecipients,
+    hooks,
     stats,
     quota,
     /** The most messages accepted in any one-second window. */
