@@ -10,7 +10,7 @@ const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, 
 
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[EmailWithBodies?]>`
-    select ${EMAIL_COLUMNS(sql)}, html, text from emails where id = ${emailId} and project_id = ${projectId}`;
+    select ${EMAIL_COLUMNS(sql)}, html, text, body_purged from emails where id = ${emailId} and project_id = ${projectId}`;
   return row;
 }
 
@@ -19,21 +19,33 @@ export async function emailExists(sql: Sql, projectId: string, emailId: string):
   return row !== undefined;
 }
 
-/** Newest first; fetches one extra row to answer has_more without a count. */
+/**
+ * Newest first; fetches one extra row to answer has_more without a count. A tag filter walks the
+ * tag's entries in email_tags in page order, so a rare tag reads the page's rows, not the project.
+ */
 export async function listEmails(
   sql: Sql,
   projectId: string,
   opts: { limit: number; startingAfter?: string; status?: EmailStatus; tag?: { name: string; value: string } },
 ) {
-  const rows = await sql<EmailRow[]>`
-    select ${EMAIL_COLUMNS(sql)}
-    from emails
-    where project_id = ${projectId}
-      ${opts.status ? sql`and status = ${opts.status}` : sql``}
-      ${opts.tag ? sql`and tags @> ${sql.json([opts.tag])}::jsonb` : sql``}
-      ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
-    order by id desc
-    limit ${opts.limit + 1}`;
+  const rows = opts.tag
+    ? await sql<EmailRow[]>`
+      select ${EMAIL_COLUMNS(sql)}
+      from email_tags t
+      join emails on emails.id = t.email_id and emails.project_id = t.project_id
+      where t.project_id = ${projectId} and t.name = ${opts.tag.name} and t.value = ${opts.tag.value}
+        ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+        ${opts.startingAfter ? sql`and t.email_id < ${opts.startingAfter}` : sql``}
+      order by t.email_id desc
+      limit ${opts.limit + 1}`
+    : await sql<EmailRow[]>`
+      select ${EMAIL_COLUMNS(sql)}
+      from emails
+      where project_id = ${projectId}
+        ${opts.status ? sql`and status = ${opts.status}` : sql``}
+        ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
+      order by id desc
+      limit ${opts.limit + 1}`;
   return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
 }
 
@@ -82,7 +94,13 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
       from jsonb_to_recordset(${tx.json(rows)}) as r(
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
         reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb)
-      returning id, project_id, scheduled_at
+      returning id, project_id, scheduled_at, tags
+    ),
+    tagged as (
+      insert into email_tags (project_id, name, value, email_id)
+      select i.project_id, t->>'name', t->>'value', i.id
+      from inserted i cross join lateral jsonb_array_elements(i.tags) t
+      on conflict do nothing
     )
     select count(*) from graphile_worker.add_jobs(array(
       select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null,
