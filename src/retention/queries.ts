@@ -1,4 +1,4 @@
-import type { Sql } from '../platform/db.ts';
+import type { Sql, TxSql } from '../platform/db.ts';
 import { countEvents } from '../events/record.ts';
 
 /** Emails a step removes or purges at most: a step holds its row locks for a few milliseconds. */
@@ -17,7 +17,7 @@ const RAW_BODY_COLUMNS = ['raw_message'];
  * send; and a send never waits on a step, which only locks emails long past any send. Returns how
  * many emails went.
  */
-export async function removeExpiredEmails(sql: Sql, cutoff: Date, batch = RETENTION_BATCH): Promise<number> {
+export async function removeExpiredEmails(sql: Sql | TxSql, cutoff: Date, batch = RETENTION_BATCH): Promise<number> {
   const [row] = await sql<[{ removed: number }]>`
     with doomed as (
       select id, project_id, tags from emails
@@ -50,7 +50,7 @@ export async function removeExpiredEmails(sql: Sql, cutoff: Date, batch = RETENT
  * Purges html, text, attachments (and a kept raw message) of up to `batch` emails created before
  * `cutoff` whose bodies are still there, oldest first, marking them `body_purged`. Skips locked rows.
  */
-export async function purgeExpiredBodies(sql: Sql, cutoff: Date, batch = RETENTION_BATCH): Promise<number> {
+export async function purgeExpiredBodies(sql: Sql | TxSql, cutoff: Date, batch = RETENTION_BATCH): Promise<number> {
   const raw = await rawBodyColumns(sql);
   const purgeRaw = raw.map((c) => sql`, ${sql(c)} = null`);
   const rows = await sql`
@@ -64,7 +64,7 @@ export async function purgeExpiredBodies(sql: Sql, cutoff: Date, batch = RETENTI
   return rows.count;
 }
 
-async function rawBodyColumns(sql: Sql): Promise<string[]> {
+async function rawBodyColumns(sql: Sql | TxSql): Promise<string[]> {
   const rows = await sql<{ name: string }[]>`
     select column_name as name from information_schema.columns
     where table_schema = current_schema() and table_name = 'emails' and column_name in ${sql(RAW_BODY_COLUMNS)}`;
