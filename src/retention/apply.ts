@@ -33,6 +33,6 @@ export async function applyRetention(
     if (purged < RETENTION_BATCH) break;
     if (!timeLeft()) return { ...result, more: true };
   }
-  await foldDailyCounts(sql);
+  await foldDailyCounts(sql, result.emails_removed > 0);
   return result;
 }

@@ -73,10 +73,10 @@ async function rawBodyColumns(sql: Sql | TxSql): Promise<string[]> {
 
 /**
  * Folds the counter rows of finished days (before yesterday, which no send still writes) into
- * shard 0, and drops days whose count is zero (every event of the day removed by retention). Keeps
- * the counter table at one row per project, day and type.
+ * shard 0, and, after a run that removed emails, drops days whose count is zero (every event of
+ * the day removed). Keeps the counter table at one row per project, day and type.
  */
-export async function foldDailyCounts(sql: Sql): Promise<void> {
+export async function foldDailyCounts(sql: Sql, afterRemoval: boolean): Promise<void> {
   await sql`
     with moved as (
       delete from project_daily_counts
@@ -88,6 +88,7 @@ export async function foldDailyCounts(sql: Sql): Promise<void> {
       order by 1, 2, 3
       on conflict (project_id, day, metric, shard) do update set n = c.n + excluded.n)
     select 1`;
+  if (!afterRemoval) return;
   await sql`
     delete from project_daily_counts
     where day < (now() at time zone 'UTC')::date - 1 and shard = 0 and n = 0`;

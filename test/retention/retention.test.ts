@@ -227,3 +227,19 @@ test('mailroom_id_floor is the smallest id of its millisecond, as the ids made i
   const [row] = await sql`select mailroom_id_floor('whd_', now() - interval '1 second') < ${id} and ${id} < mailroom_id_floor('whd_', now() + interval '1 second') as within`;
   assert.equal(row!.within, true);
 });
+
+test('retention folds the counter rows of finished days into one per project, day and type, keeping each sum', async () => {
+  const t = await ctx.tenant('fold');
+  await sql`insert into project_daily_counts (project_id, day, metric, shard, n) values
+    (${t.projectId}, (now() at time zone 'UTC')::date - 5, 'email.sent', 0, 2),
+    (${t.projectId}, (now() at time zone 'UTC')::date - 5, 'email.sent', 111, 3),
+    (${t.projectId}, (now() at time zone 'UTC')::date - 5, 'email.sent', 222, -1),
+    (${t.projectId}, (now() at time zone 'UTC')::date - 5, 'email.opened', 111, 7),
+    (${t.projectId}, (now() at time zone 'UTC')::date, 'email.sent', 333, 4)`;
+  await applyRetention(sql, DEFAULTS);
+  const rows = await sql`select (day = (now() at time zone 'UTC')::date) as today, metric, shard, n::int
+    from project_daily_counts where project_id = ${t.projectId} order by today, metric`;
+  assert.deepEqual(rows.map((r) => [r.today, r.metric, r.shard, r.n]), [
+    [false, 'email.opened', 0, 7], [false, 'email.sent', 0, 4], [true, 'email.sent', 333, 4]]);
+  await sql`delete from project_daily_counts where project_id = ${t.projectId}`;
+});
