@@ -36,13 +36,15 @@ with finished as (
   where created_at > now() - interval '24 hours' and status not in ('scheduled', 'queued', 'sending')
   group by project_id, status),
 unfinished as (
-  select p.id as project_id, s.status, c.emails, c.oldest_created_at
+  -- The statuses are constants, so the planner reads them from (project_id, status, id): the
+  -- rows in flight, never the project's history.
+  select p.id as project_id, c.status, c.emails, c.oldest_created_at
   from projects p
-  cross join unnest(array['scheduled', 'queued', 'sending']) as s(status)
   cross join lateral (
-    select count(*) as emails, min(e.created_at) as oldest_created_at
-    from emails e where e.project_id = p.id and e.status = s.status) c
-  where c.emails > 0),
+    select e.status, count(*) as emails, min(e.created_at) as oldest_created_at
+    from emails e
+    where e.project_id = p.id and e.status in ('scheduled', 'queued', 'sending')
+    group by e.status) c),
 recently_sent as (
   select p.id as project_id,
          (select count(*) from emails e where e.project_id = p.id and e.sent_at > now() - interval '5 minutes') as sent_last_5m,

@@ -4,11 +4,6 @@ import { countEvents } from '../events/record.ts';
 /** Emails a step removes or purges at most: a step holds its row locks for a few milliseconds. */
 export const RETENTION_BATCH = 500;
 
-/**
- * Columns of an email that hold what was submitted, beyond html, text and attachments: a relay
- * may keep the raw message it received. Purged when present in the schema.
- */
-const RAW_BODY_COLUMNS = ['raw_message'];
 
 /**
  * Removes up to `batch` emails created before `cutoff`, oldest first, with their webhook
@@ -51,8 +46,7 @@ export async function removeExpiredEmails(sql: Sql | TxSql, cutoff: Date, batch 
  * `cutoff` whose bodies are still there, oldest first, marking them `body_purged`. Skips locked rows.
  */
 export async function purgeExpiredBodies(sql: Sql | TxSql, cutoff: Date, batch = RETENTION_BATCH): Promise<number> {
-  const raw = await rawBodyColumns(sql);
-  const purgeRaw = raw.map((c) => sql`, ${sql(c)} = null`);
+  const purgeRaw = (await hasRawMessage(sql)) ? sql`, raw_message = null` : sql``;
   const rows = await sql`
     update emails m set html = null, text = null, attachments = '[]'::jsonb, body_purged = true ${purgeRaw}
     where m.id in (
@@ -64,11 +58,12 @@ export async function purgeExpiredBodies(sql: Sql | TxSql, cutoff: Date, batch =
   return rows.count;
 }
 
-async function rawBodyColumns(sql: Sql | TxSql): Promise<string[]> {
-  const rows = await sql<{ name: string }[]>`
-    select column_name as name from information_schema.columns
-    where table_schema = current_schema() and table_name = 'emails' and column_name in ${sql(RAW_BODY_COLUMNS)}`;
-  return rows.map((r) => r.name);
+/** Whether emails keep the raw message a relay received (a column the SMTP relay adds); it is a body too. */
+async function hasRawMessage(sql: Sql | TxSql): Promise<boolean> {
+  const [row] = await sql<[{ present: boolean }]>`
+    select exists (select 1 from information_schema.columns
+      where table_schema = current_schema() and table_name = 'emails' and column_name = 'raw_message') as present`;
+  return row.present;
 }
 
 /**
