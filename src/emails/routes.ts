@@ -8,7 +8,7 @@ import { readJsonBody } from '../http/body.ts';
 import { EMAIL_STATUSES, EmailList, EmailResponse, toEmailListItem, toEmailResponse } from './schemas.ts';
 import * as q from './queries.ts';
 import { IdempotencyHeaders, ScheduledAt, SendEmailRequest, SendEmailResponse, TAG_FILTER, parseIdempotencyKey, parseTagFilter } from './validate.ts';
-import { MAX_BATCH } from './batch.ts';
+import { MAX_BATCH, readBatchBody } from './batch.ts';
 import { sendBatch as sendEmails, sendEmail } from './service.ts';
 import { listEventsOfEmail } from '../events/queries.ts';
 
@@ -190,7 +190,7 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
   app.openAPIRegistry.registerPath(sendBatchRoute);
   app.post(sendBatchRoute.path, async (c) => {
     const key = parseIdempotencyKey(c.req.header('idempotency-key'));
-    const body = await readJsonBody(c, bodyLimit(c.var.deps.config.emailMaxMessageBytes));
+    const body = await readBatchBody(c, bodyLimit(c.var.deps.config.emailMaxMessageBytes));
     const sent = await sendEmails(c.var.deps, c.var.projectId, key, body);
     if (sent.replayed) c.header('Idempotent-Replayed', 'true');
     return c.json({ data: sent.data }, 201);
