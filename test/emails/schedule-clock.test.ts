@@ -24,15 +24,15 @@ async function withSkewedClock<T>(skewMs: number, fn: () => Promise<T>): Promise
 
 for (const skew of [-3_600_000, 3_600_000]) {
   test(`accept and reschedule with the API's clock ${skew > 0 ? 'ahead' : 'behind'} by an hour: the job runs at the stored scheduled_at`, async () => {
-    const [{ dbNow }] = await ctx.sql<{ dbNow: Date }[]>`select now() as db_now`;
-    const at = new Date(dbNow!.getTime() + 2 * 3_600_000).toISOString();
+    const dbNow = (await ctx.sql<{ dbNow: Date }[]>`select now() as db_now`)[0]!.dbNow;
+    const at = new Date(dbNow.getTime() + 2 * 3_600_000).toISOString();
     const res = await ctx.call(key, '/v1/emails', { method: 'POST', body: { from: 'app@acme.test', to: 'ann@example.net', subject: 's', text: 't', scheduled_at: at } });
     assert.equal(res.status, 201);
     const { id } = await res.json() as { id: string };
     let job = await jobRunAt(id);
     assert.equal(job.runAt.getTime(), Date.parse(at));
 
-    const moved = new Date(dbNow!.getTime() + 3 * 3_600_000).toISOString();
+    const moved = new Date(dbNow.getTime() + 3 * 3_600_000).toISOString();
     const patched = await withSkewedClock(skew, () => ctx.call(key, `/v1/emails/${id}`, { method: 'PATCH', body: { scheduled_at: moved } }));
     assert.equal(patched.status, 200);
     job = await jobRunAt(id);
