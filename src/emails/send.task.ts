@@ -14,7 +14,7 @@ import { dailyQuotaWait, reserveSendSlot, slowDown } from '../providers/pacing.t
 import { transportFor, type Envelope, type SendOptions, type Transport } from '../providers/transport.ts';
 import { bareAddress, normaliseAddress } from '../suppressions/address.ts';
 import { suppressedAmong } from '../suppressions/queries.ts';
-import { signUnsubscribeToken } from '../unsubscribe/token.ts';
+import { unsubscribeUrl } from '../unsubscribe/token.ts';
 import { observeSend, recordEmailOutcome } from '../platform/metrics.ts';
 
 /** Attempts (about an hour of backoff) before a retryable failure becomes `provider_unavailable`. */
@@ -67,9 +67,8 @@ function compose(deps: WorkerDeps, email: ClaimedEmail) {
       contentId: a.content_id,
     })),
     messageId: messageIdFor(email),
-    listUnsubscribeUrl: config.publicBaseUrl
-      ? `${config.publicBaseUrl}/unsubscribe/${signUnsubscribeToken(config.secretKey, { projectId: email.projectId, emailId: email.id })}`
-      : undefined,
+    // Only for an email to one person: the link speaks for that address alone.
+    listUnsubscribeUrl: unsubscribeUrl(config, email.projectId, email.id, email.toAddresses, email.ccAddresses, email.bccAddresses),
   });
 }
 
