@@ -8,6 +8,7 @@ import { onShutdown } from './shutdown.ts';
 import { startMetricsServer } from './metrics.ts';
 import { reencodeLegacySecrets } from '../webhooks/secret.ts';
 import { createApp } from '../http/app.ts';
+import { logOwnerSetup } from '../../dashboard/setup.ts';
 import { closeSinkFeeds } from '../sink/live.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
 import type { WorkerDeps } from '../interfaces.ts';
@@ -116,6 +117,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
     const port = typeof address === 'object' && address ? address.port : config.port;
     url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
     log.info({ url }, 'api listening');
+    await logOwnerSetup(sql, config, log, url);
     // Live inbox streams never end on their own, so they are ended first or close would wait on them.
     steps.push(['http', async () => {
       await closeSinkFeeds();
