@@ -22,6 +22,7 @@ export const EmailResponse = z
     last_error: z.string().nullable().optional(),
     scheduled_at: z.string().datetime().nullable().optional().openapi({ description: 'When a scheduled email is due; null otherwise.' }),
     tags: z.array(z.object({ name: z.string(), value: z.string() })).optional(),
+    source: z.enum(['api', 'smtp']).openapi({ description: 'How the email was submitted: `api` (HTTP) or `smtp` (the SMTP relay).' }),
   })
   .openapi('EmailResponse');
 
@@ -47,6 +48,7 @@ export type EmailRow = {
   lastError: string | null;
   scheduledAt: Date | null;
   tags: { name: string; value: string }[];
+  source: 'api' | 'smtp';
   createdAt: Date;
 };
 
@@ -72,6 +74,7 @@ export function toEmailListItem(row: EmailRow): z.infer<typeof EmailListItem> {
     last_error: row.lastError,
     scheduled_at: iso(row.scheduledAt),
     tags: row.tags,
+    source: row.source,
   };
 }
 

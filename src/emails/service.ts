@@ -6,6 +6,7 @@ import { parseBatch } from './batch.ts';
 import { acceptOnce, batchFingerprint, findReplay, fingerprint, type Accepted } from './idempotency.ts';
 import { assertMessageSize } from './message-size.ts';
 import * as q from './queries.ts';
+import type { NewEmail, SubmittedMessage } from './queries.ts';
 import { parseSendRequest, type SendEmail } from './validate.ts';
 
 /**
@@ -52,4 +53,35 @@ export async function sendBatch(deps: SendDeps, projectId: string, idempotencyKe
     });
   const now = Date.now();
   return { data: accepted.emailIds.map((id, i) => ({ id, status: statusOf(sends[i]!, now) })), replayed: accepted.replayed };
+}
+
+/** A message submitted over SMTP, read and checked by the relay. */
+export type Submission = Omit<NewEmail, 'id' | 'projectId' | 'scheduledAt' | 'submitted'> & { submitted: SubmittedMessage };
+
+const isDuplicateMessageId = (err: unknown) =>
+  (err as { code?: string; constraint_name?: string }).code === '23505'
+  && (err as { constraint_name?: string }).constraint_name === 'emails_submitted_message_id_idx';
+
+/**
+ * One email from a message submitted over SMTP, through the same group commit as `POST
+ * /v1/emails`. A Message-ID the project submitted in the last 24 h answers the first email's id
+ * and stores nothing: SMTP clients resend a message whose reply they lost. Concurrent repeats
+ * race on the unique index; the loser answers with the winner's id.
+ */
+export async function sendSubmitted(deps: SendDeps, projectId: string, submission: Submission): Promise<{ id: string; replayed: boolean }> {
+  const { sql } = deps;
+  const messageId = submission.submitted.messageId;
+  for (let attempt = 0; ; attempt++) {
+    if (messageId !== undefined) {
+      const seen = await q.findSubmitted(sql, projectId, messageId);
+      if (seen?.live) return { id: seen.id, replayed: true };
+      if (seen) await q.releaseSubmittedMessageId(sql, projectId, seen.id);
+    }
+    try {
+      return { id: await acceptQueued(sql, { ...submission, id: newId('email'), projectId }), replayed: false };
+    } catch (err) {
+      // Taken between the look and the write: the next look finds the winner.
+      if (!isDuplicateMessageId(err) || attempt >= 3) throw err;
+    }
+  }
 }

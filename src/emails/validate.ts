@@ -76,7 +76,7 @@ export const Tag = z
   })
   .openapi('Tag');
 
-const Tags = z
+export const Tags = z
   .array(Tag)
   .max(MAX_TAGS)
   .superRefine((tags, ctx) => {
@@ -100,9 +100,12 @@ export const ScheduledAt = z
   .refine((s) => Date.parse(s) <= Date.now() + MAX_SCHEDULE_DAYS * 86_400_000, issue('datetime_too_late', `scheduled_at may be at most ${MAX_SCHEDULE_DAYS} days ahead`, { max_days: MAX_SCHEDULE_DAYS }))
   .openapi({ description: 'Send later: an ISO 8601 date-time with an offset, at most 30 days ahead. A time in the past sends at once.', example: '2026-05-04T09:00:00Z' });
 
+/** A sender as the API's `from` takes it; the SMTP relay checks a message's From header with it. */
+export const FromAddress = mailbox(320);
+
 export const SendEmailRequest = z
   .object({
-    from: mailbox(320).openapi({ description: 'Sender, max 320 characters; may carry a display name.', example: 'Acme <billing@acme.example>' }),
+    from: FromAddress.openapi({ description: 'Sender, max 320 characters; may carry a display name.', example: 'Acme <billing@acme.example>' }),
     to: recipients('Recipients (at least one)', 1),
     subject: text().max(998).openapi({ example: 'Your invoice' }),
     html: text().nullable().optional(),
