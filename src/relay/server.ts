@@ -7,10 +7,10 @@ import { ConfigError } from '../platform/config.ts';
 import { recordSmtpSubmission } from '../platform/metrics.ts';
 import { isMailbox } from '../emails/mailbox.ts';
 import { MAX_RECIPIENTS } from '../emails/validate.ts';
+import { recordRelayListeners, type RelayListener } from './address.ts';
 import { SmtpReply } from './reply.ts';
 import { submitMessage, type RelayDeps, type RelayUser } from './service.ts';
 
-export type RelayListener = { kind: 'starttls' | 'implicit-tls'; host: string; port: number };
 export type RelayServer = { listeners: RelayListener[]; close(): Promise<void> };
 
 /** A reply text that already carries its enhanced status code, which is then sent as it is. */
@@ -171,6 +171,13 @@ export async function startRelay(deps: RelayDeps): Promise<RelayServer> {
     }
     throw err;
   }
+  recordRelayListeners(listeners);
   log.info({ listeners, tls: tls ? 'starttls' : 'none' }, 'smtp relay listening');
-  return { listeners, close };
+  return {
+    listeners,
+    close: async () => {
+      recordRelayListeners(undefined);
+      await close();
+    },
+  };
 }
