@@ -11,13 +11,13 @@ import { apiWithKey, cpuDuring, mainThreadSchedule, ownTiming, peakRssMb, rssMb,
  * transaction the route commits (the email row and its `email__send` job) on 32 connections.
  * The API adds to that: HTTP, key lookup, the Redis rate limit, validation and MIME sizing.
  */
-const CONCURRENCY = 32;
+export const CONCURRENCY = 32;
 const P99_GOAL_MS = 25;
 const SECONDS = QUICK ? 2 : 4;
 const WARMUP_SECONDS = 1;
 const PGBENCH_SECONDS = QUICK ? 3 : 10;
 
-const EMAIL = {
+export const EMAIL = {
   from: 'Bench <bench@example.com>',
   to: ['reader@example.com'],
   subject: 'Your receipt',
@@ -25,7 +25,7 @@ const EMAIL = {
   html: `<p>${'Thanks for your order. '.repeat(20)}</p>`,
 };
 
-type WrkRun = {
+export type WrkRun = {
   requests: number;
   seconds: number;
   p50Ms: number;
@@ -41,7 +41,7 @@ type WrkRun = {
  * where wrk reached 30k/s with p99 3–7 ms: at p99, a Node client measures itself.
  * wrk keeps each of its 32 connections busy for `seconds` and reports only completed requests.
  */
-async function wrk(url: string, key: string, seconds: number): Promise<WrkRun> {
+export async function wrk(url: string, key: string, seconds: number): Promise<WrkRun> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'mailroom-bench-'));
   try {
     const script = path.join(dir, 'accept.lua');

@@ -65,23 +65,21 @@ const isDuplicateMessageId = (err: unknown) =>
 /**
  * One email from a message submitted over SMTP, through the same group commit as `POST
  * /v1/emails`. A Message-ID the project submitted in the last 24 h answers the first email's id
- * and stores nothing: SMTP clients resend a message whose reply they lost. Concurrent repeats
- * race on the unique index; the loser answers with the winner's id.
+ * and stores nothing: SMTP clients resend a message whose reply they lost. The unique index on
+ * the Message-ID decides, so a new message costs no lookup and concurrent repeats yield one
+ * email; an older holder of the Message-ID gives it up and the write is tried again.
  */
 export async function sendSubmitted(deps: SendDeps, projectId: string, submission: Submission): Promise<{ id: string; replayed: boolean }> {
   const { sql } = deps;
   const messageId = submission.submitted.messageId;
   for (let attempt = 0; ; attempt++) {
-    if (messageId !== undefined) {
-      const seen = await q.findSubmitted(sql, projectId, messageId);
-      if (seen?.live) return { id: seen.id, replayed: true };
-      if (seen) await q.releaseSubmittedMessageId(sql, projectId, seen.id);
-    }
     try {
       return { id: await acceptQueued(sql, { ...submission, id: newId('email'), projectId }), replayed: false };
     } catch (err) {
-      // Taken between the look and the write: the next look finds the winner.
-      if (!isDuplicateMessageId(err) || attempt >= 3) throw err;
+      if (messageId === undefined || !isDuplicateMessageId(err) || attempt >= 3) throw err;
     }
+    const seen = await q.findSubmitted(sql, projectId, messageId);
+    if (seen?.live) return { id: seen.id, replayed: true };
+    if (seen) await q.releaseSubmittedMessageId(sql, projectId, seen.id);
   }
 }
