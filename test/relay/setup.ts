@@ -10,8 +10,15 @@ import { startRelay, type RelayServer } from '../../src/relay/server.ts';
 import { createLogger } from '../../src/platform/log.ts';
 import type { RateLimiter } from '../../src/http/rate-limit.ts';
 
-/** A certificate for localhost in a temporary directory, as an operator would give it. */
-export async function testCertificate() {
+let made: Promise<{ certFile: string; keyFile: string; cert: string }> | undefined;
+
+/** A certificate for localhost in a temporary directory, as an operator would give it (one per test file). */
+export function testCertificate() {
+  made ??= makeCertificate();
+  return made;
+}
+
+async function makeCertificate() {
   const dir = await mkdtemp(path.join(tmpdir(), 'mailroom-relay-'));
   const pems = await generate([{ name: 'commonName', value: 'localhost' }], { keySize: 2048, algorithm: 'sha256' });
   const certFile = path.join(dir, 'cert.pem');
@@ -56,6 +63,7 @@ export class SmtpSession {
   private waiting: ((reply: string) => void) | undefined;
   private replies: string[] = [];
   closed = false;
+  greeting = '';
 
   private constructor(private socket: Socket | TLSSocket) {
     this.listen();
@@ -90,7 +98,7 @@ export class SmtpSession {
       : netConnect({ port, host: '127.0.0.1' });
     await new Promise<void>((resolve, reject) => socket.once(opts.tls ? 'secureConnect' : 'connect', resolve).once('error', reject));
     const session = new SmtpSession(socket);
-    await session.reply();
+    session.greeting = await session.reply();
     return session;
   }
 
