@@ -8,6 +8,15 @@ import { createRedis } from '../../src/platform/redis.ts';
 import { createLogger } from '../../src/platform/log.ts';
 import { freePort } from '../../bench/support.ts';
 
+// Each relay is started here, at the file's level: the file's end closes them before their
+// databases are dropped.
+const noTls = await startTestRelay({ env: { RELAY_TLS_CERT: '', RELAY_TLS_KEY: '' } });
+const plain = await startTestRelay({ env: { RELAY_ALLOW_PLAINTEXT_AUTH: 'yes' } });
+const limited = await startTestRelay({ env: { RELAY_MAX_CONNECTIONS: '2', RELAY_IDLE_TIMEOUT_SECONDS: '1' } });
+const deadRedis = createRedis(`redis://127.0.0.1:${await freePort()}`, createLogger('silent'));
+const failOpen = new RedisRateLimiter(deadRedis, createLogger('silent'));
+const redisDown = await startTestRelay({ limiter: failOpen, env: { API_RATE_LIMIT_PER_MINUTE: '1' } });
+
 const good = message({ From: 'app@example.com', To: 'ann@example.net', Subject: 'ok' });
 const base = { SECRET_KEY: 'x'.repeat(40), DATABASE_URL: 'postgres://localhost/x', REDIS_URL: 'redis://localhost' };
 
@@ -27,13 +36,11 @@ test('settings: both certificate paths or neither, implicit TLS needs them, the 
 });
 
 test('production without a certificate: no STARTTLS, AUTH refused with 538; RELAY_ALLOW_PLAINTEXT_AUTH=yes takes it', async () => {
-  const noTls = await startTestRelay({ env: { RELAY_TLS_CERT: '', RELAY_TLS_KEY: '' } });
   const t = await noTls.tenant();
   const s = await SmtpSession.open(noTls.port);
   assert.doesNotMatch(await s.command('EHLO client.test'), /STARTTLS/);
   assert.match(await s.auth(t.key), /^538 5\.7\.11 /);
   s.close();
-  const plain = await startTestRelay({ env: { RELAY_ALLOW_PLAINTEXT_AUTH: 'yes' } });
   const p = await plain.tenant();
   const s2 = await SmtpSession.open(plain.port);
   await s2.command('EHLO client.test');
@@ -43,7 +50,7 @@ test('production without a certificate: no STARTTLS, AUTH refused with 538; RELA
 });
 
 test('RELAY_MAX_CONNECTIONS turns the next connection away with 421; an idle one is closed after RELAY_IDLE_TIMEOUT_SECONDS', async () => {
-  const ctx = await startTestRelay({ env: { RELAY_MAX_CONNECTIONS: '2', RELAY_IDLE_TIMEOUT_SECONDS: '1' } });
+  const ctx = limited;
   const a = await SmtpSession.open(ctx.port);
   const b = await SmtpSession.open(ctx.port);
   assert.match(a.greeting, /^220 /);
@@ -63,10 +70,8 @@ test('RELAY_MAX_CONNECTIONS turns the next connection away with 421; an idle one
 });
 
 test('with Redis unreachable, messages are accepted unlimited', async () => {
-  const port = await freePort();
-  const redis = createRedis(`redis://127.0.0.1:${port}`, createLogger('silent'));
-  const limiter = new RedisRateLimiter(redis, createLogger('silent'));
-  const ctx = await startTestRelay({ limiter, env: { API_RATE_LIMIT_PER_MINUTE: '1' } });
+  const ctx = redisDown;
+  const limiter = failOpen;
   const t = await ctx.tenant();
   const s = await SmtpSession.open(ctx.port);
   await s.startTls();
@@ -74,7 +79,7 @@ test('with Redis unreachable, messages are accepted unlimited', async () => {
   for (let i = 0; i < 3; i++) assert.ok(emailIdOf(await s.send('app@example.com', ['ann@example.net'], good)));
   assert.ok(limiter.failOpenCount >= 3);
   s.close();
-  redis.disconnect();
+  deadRedis.disconnect();
 });
 
 test('a certificate file that cannot be read stops the relay with one line naming the setting', async () => {

@@ -12,6 +12,7 @@ import type { RateLimiter } from '../../src/http/rate-limit.ts';
 
 let made: Promise<{ certFile: string; keyFile: string; cert: string }> | undefined;
 
+
 /** A certificate for localhost in a temporary directory, as an operator would give it (one per test file). */
 export function testCertificate() {
   made ??= makeCertificate();
