@@ -5,6 +5,7 @@ import { FromAddress, Tags, type EmailTag } from '../emails/validate.ts';
 import { badMessage } from './reply.ts';
 
 const TAGS_HEADER = 'X-Mailroom-Tags';
+const MAX_MESSAGE_ID = 998;
 
 function addresses(a: EmailAddress): string[] {
   if (a.group) return a.group.flatMap(addresses);
@@ -55,6 +56,8 @@ export async function readSubmission(raw: Buffer, section: HeaderSection, recipi
   const from = sender(raw, section);
   const tagList = tags(raw, section);
   const messageId = fieldValues(raw, section, 'message-id')[0] || undefined;
+  // It keys the retry dedupe's index, whose entries must stay small.
+  if (messageId && messageId.length > MAX_MESSAGE_ID) throw badMessage(`Invalid Message-ID header: longer than ${MAX_MESSAGE_ID} characters`);
   const mail = await simpleParser(raw, {
     skipHtmlToText: true,
     skipTextToHtml: true,

@@ -44,6 +44,8 @@ test('a 2 MB header line answers 550 5.6.0; a malformed header section too', asy
   await refused('this is not a header\r\nFrom: app@example.com\r\n\r\nbody\r\n', /^550 5\.6\.0 Malformed message: header line 1 /);
   await refused(' folded first\r\nFrom: app@example.com\r\n\r\nbody\r\n', /^550 5\.6\.0 Malformed message: header line 1 /);
   await refused('\r\njust a body\r\n', /^550 5\.6\.0 Malformed message: it has no header fields/);
+  // Folded, each line short, but too long a Message-ID to key the retry dedupe.
+  await refused(`From: app@example.com\r\nMessage-ID: <${'a'.repeat(900)}\r\n ${'b'.repeat(900)}@x>\r\n\r\nbody\r\n`, /^550 5\.6\.0 Invalid Message-ID header: longer than 998/);
 });
 
 test('a header injection through X-Mailroom-Tags answers 550 5.6.0 naming it', async () => {
