@@ -22,6 +22,8 @@ export const EmailResponse = z
     last_error: z.string().nullable().optional(),
     scheduled_at: z.string().datetime().nullable().optional().openapi({ description: 'When a scheduled email is due; null otherwise.' }),
     tags: z.array(z.object({ name: z.string(), value: z.string() })).optional(),
+    template: z.object({ id: z.string(), version: z.number().int() }).nullable().optional()
+      .openapi({ description: 'The template and published version the email was rendered from; null when it was not.' }),
   })
   .openapi('EmailResponse');
 
@@ -48,6 +50,8 @@ export type EmailRow = {
   scheduledAt: Date | null;
   tags: { name: string; value: string }[];
   createdAt: Date;
+  templateId: string | null;
+  templateVersion: number | null;
 };
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -72,6 +76,7 @@ export function toEmailListItem(row: EmailRow): z.infer<typeof EmailListItem> {
     last_error: row.lastError,
     scheduled_at: iso(row.scheduledAt),
     tags: row.tags,
+    template: row.templateId ? { id: row.templateId, version: row.templateVersion! } : null,
   };
 }
 
