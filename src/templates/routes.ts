@@ -46,7 +46,7 @@ const get = createRoute({
   method: 'get', path: '/v1/templates/{template_id}', tags: ['templates'], summary: 'Retrieve a template', security: SECURITY,
   description: 'By id or alias, with its draft.',
   request: { params: IdParam },
-  responses: { 200: ok('The template.', TemplateResponse), ...errorResponses(401, 403, 404, 429) },
+  responses: { 200: ok('The template.', TemplateResponse), ...errorResponses(401, 403, 404, 422, 429) },
 });
 
 const update = createRoute({
@@ -60,14 +60,14 @@ const publish = createRoute({
   method: 'post', path: '/v1/templates/{template_id}/publish', tags: ['templates'], summary: 'Publish the draft', security: SECURITY,
   description: 'The draft becomes the version sends use, numbered `current_version`. An unchanged draft is left as it is.',
   request: { params: IdParam },
-  responses: { 200: ok('The template.', TemplateResponse), ...errorResponses(401, 403, 404, 429) },
+  responses: { 200: ok('The template.', TemplateResponse), ...errorResponses(401, 403, 404, 422, 429) },
 });
 
 const versions = createRoute({
   method: 'get', path: '/v1/templates/{template_id}/versions', tags: ['templates'], summary: 'List published versions', security: SECURITY,
   description: 'Every published version with its number and time, newest first.',
   request: { params: IdParam },
-  responses: { 200: ok('The versions.', TemplateVersionList), ...errorResponses(401, 403, 404, 429) },
+  responses: { 200: ok('The versions.', TemplateVersionList), ...errorResponses(401, 403, 404, 422, 429) },
 });
 
 const render = createRoute({
@@ -83,7 +83,7 @@ const remove = createRoute({
   method: 'delete', path: '/v1/templates/{template_id}', tags: ['templates'], summary: 'Delete a template', security: SECURITY,
   description: 'Removes the template and its versions. Emails sent with it keep what they were sent with.',
   request: { params: IdParam },
-  responses: { 204: { description: 'Deleted.' }, ...errorResponses(401, 403, 404, 429) },
+  responses: { 204: { description: 'Deleted.' }, ...errorResponses(401, 403, 404, 422, 429) },
 });
 
 /** Service errors as the API's: a template that is not there is a 404. */
