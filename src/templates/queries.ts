@@ -134,11 +134,21 @@ export async function getVersionById(sql: Sql, projectId: string, versionId: str
   return row;
 }
 
-/** What a send looks up every time: which version is published now. The content comes from the cache. */
-export async function findPublished(sql: Sql, projectId: string, idOrAlias: string) {
-  const [row] = await sql<[{ id: string; publishedVersionId: string | null }?]>`
-    select id, published_version_id from templates where ${byIdOrAlias(sql, projectId, idOrAlias)}`;
-  return row;
+export type PublishedLookup = { projectId: string; idOrAlias: string };
+
+/**
+ * What a send looks up every time: which version of each template is published now, for many
+ * sends in one statement. The content comes from the compile cache. Answers in the order asked.
+ */
+export async function findPublished(sql: Sql, lookups: PublishedLookup[]) {
+  const asked = lookups.map((l, i) => ({ i, project_id: l.projectId, name: l.idOrAlias, by_id: l.idOrAlias.startsWith('tmpl_') }));
+  const rows = await sql<{ i: number; id: string; publishedVersionId: string | null }[]>`
+    with asked as (select * from jsonb_to_recordset(${sql.json(asked)}) as r(i int, project_id text, name text, by_id boolean))
+    select a.i, t.id, t.published_version_id from asked a join templates t on t.id = a.name and t.project_id = a.project_id where a.by_id
+    union all
+    select a.i, t.id, t.published_version_id from asked a join templates t on t.alias = a.name and t.project_id = a.project_id where not a.by_id`;
+  const found = new Map(rows.map((r) => [r.i, { id: r.id, publishedVersionId: r.publishedVersionId }]));
+  return lookups.map((_, i) => found.get(i));
 }
 
 export async function deleteTemplate(sql: Sql, projectId: string, templateId: string) {

@@ -3,6 +3,7 @@ import { ValidationError, validationErrorFromZod, type ValidationDetail } from '
 import type { Sql } from '../platform/db.ts';
 import { isWellFormedId, newId } from '../platform/ids.ts';
 import { ServiceError } from '../platform/errors.ts';
+import { announceTemplateChange, findPublishedVersion } from './published.ts';
 import { requireProject } from '../projects/service.ts';
 import { mailbox, text, MAX_TEMPLATE_VARIABLES } from '../emails/validate.ts';
 import type { RenderedTemplate, TemplateRenderer } from '../emails/template-send.ts';
@@ -159,13 +160,18 @@ export async function updateTemplate(sql: Sql, projectId: string, idOrAlias: str
     variables: input.variables === undefined ? undefined : variables,
   }, newId('templateVersion')));
   if (!row) throw notFound();
+  // An alias may have moved: sends must not find this template under its old one.
+  if (input.alias !== undefined) await announceTemplateChange(sql);
   return row;
 }
 
 /** The draft becomes the version sends use. Publishing an unchanged draft changes nothing. */
 export async function publishTemplate(sql: Sql, projectId: string, idOrAlias: string) {
   const current = await requireTemplate(sql, projectId, idOrAlias);
-  return (await q.publishDraft(sql, projectId, current.id)) ?? current;
+  const published = await q.publishDraft(sql, projectId, current.id);
+  if (!published) return current;
+  await announceTemplateChange(sql);
+  return published;
 }
 
 /** A copy of the draft as a new template (Resend's duplicate): a draft, without the alias. */
@@ -180,6 +186,7 @@ export async function duplicateTemplate(sql: Sql, projectId: string, idOrAlias: 
 export async function deleteTemplate(sql: Sql, projectId: string, idOrAlias: string) {
   const t = await requireTemplate(sql, projectId, idOrAlias);
   if (!(await q.deleteTemplate(sql, projectId, t.id))) throw notFound();
+  await announceTemplateChange(sql);
   return t;
 }
 
@@ -261,7 +268,7 @@ const templateNotFound = (loc: (string | number)[], id: string) =>
 
 /** The renderer sends use (wired into the accept path by the app): the published version, compiled once. */
 export const renderForSend: TemplateRenderer = async (sql, projectId, ref, limitBytes): Promise<RenderedTemplate> => {
-  const found = canName(ref.id) ? await q.findPublished(sql, projectId, ref.id) : undefined;
+  const found = canName(ref.id) ? await findPublishedVersion(sql, projectId, ref.id) : undefined;
   if (!found) throw templateNotFound(['body', 'template', 'id'], ref.id);
   if (!found.publishedVersionId) {
     throw new ValidationError([{ loc: ['body', 'template', 'id'], msg: `Template ${ref.id} has never been published; publish it before sending with it`, type: 'template_not_published' }]);

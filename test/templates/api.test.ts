@@ -324,3 +324,30 @@ test('a sending key gets 403 on every template route; the routes are in /openapi
   }
   assert.ok(doc.components.schemas.SendTemplateRef, 'the send request documents template');
 });
+
+test('a publish made by another process reaches this process\'s sends through its notification', async () => {
+  const t = (await create({ name: 'Elsewhere', from: 'a@example.com', subject: 's', html: '<p>one</p>', alias: 'elsewhere' })).body;
+  await call(`/v1/templates/${t.id}/publish`, { method: 'POST' });
+  await call(`/v1/templates/${t.id}`, { method: 'PATCH', body: { html: '<p>two</p>' } });
+  // Warm this process's answer for the alias.
+  for (let i = 0; i < 2; i++) assert.equal((await email((await send({ template: { id: 'elsewhere' } })).body.id)).html, '<p>one</p>');
+  // What another API process, or the CLI, does: the publish and its NOTIFY, on a connection of its own.
+  const { publishDraft } = await import('../../src/templates/queries.ts');
+  const { TEMPLATES_CHANNEL } = await import('../../src/templates/published.ts');
+  const { createSql } = await import('../../src/platform/db.ts');
+  const other = createSql(ctx.url, { max: 1, appName: 'other-process' });
+  try {
+    await publishDraft(other, projectId, t.id);
+    await other`select pg_notify(${TEMPLATES_CHANNEL}, '')`;
+  } finally {
+    await other.end();
+  }
+  const started = Date.now();
+  let html = '';
+  while (Date.now() - started < 2000) {
+    html = (await email((await send({ template: { id: 'elsewhere' } })).body.id)).html;
+    if (html === '<p>two</p>') break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.equal(html, '<p>two</p>', 'the new version is used within moments of the notification');
+});
