@@ -166,11 +166,12 @@ export class RenderTooLarge extends Error {
 }
 
 /**
- * The running render's budget. Rendering is synchronous, so one slot is enough. `{{#each}}`
- * spends it per iteration, so a loop nested over the variables stops at the message limit
- * rather than building output no message could hold.
+ * The running render's budget. Rendering is synchronous, so one slot is enough. Each `{{#each}}`
+ * stops once its own output passes the message limit, and all of them together after
+ * MAX_ITERATIONS, so loops nested over the variables end early rather than building output no
+ * message could hold.
  */
-let budget: { chars: number; limit: number; iterations: number } | undefined;
+let budget: { limit: number; iterations: number } | undefined;
 const MAX_ITERATIONS = 100_000;
 
 type HelperOptions = { fn: (context: unknown, options?: unknown) => string } & Record<string, unknown>;
@@ -178,25 +179,26 @@ const builtinEach = env.helpers.each as (this: unknown, context: unknown, option
 env.registerHelper('each', function (this: unknown, context: unknown, options: HelperOptions) {
   const fn = options?.fn;
   if (!fn) return builtinEach.call(this, context, options);
+  // What this loop has produced so far: it all ends up in the output, so past the limit it stops.
+  let produced = 0;
   return builtinEach.call(this, context, {
     ...options,
     fn: (ctx: unknown, opts?: unknown) => {
+      if (budget && ++budget.iterations > MAX_ITERATIONS) throw new RenderTooLarge(budget.limit + 1);
       const out = fn(ctx, opts);
-      if (budget) {
-        budget.chars += out.length;
-        if (++budget.iterations > MAX_ITERATIONS || budget.chars > budget.limit) throw new RenderTooLarge(budget.chars);
-      }
+      produced += out.length;
+      if (budget && produced > budget.limit) throw new RenderTooLarge(produced);
       return out;
     },
   });
 });
 
 /**
- * Runs compiled parts with a shared size budget (characters, a lower bound on bytes). Throws
- * RenderTooLarge past `limit`, and TemplateRuntimeError for anything Handlebars throws.
+ * Runs compiled parts with a shared budget; `limit` counts characters, a lower bound on bytes.
+ * Throws RenderTooLarge past it, and TemplateRuntimeError for anything Handlebars throws.
  */
 export function renderParts<T extends Partial<Record<TemplatePart, Compiled | null>>>(parts: T, values: Values, limit: number): { [K in keyof T]: string | null } {
-  budget = { chars: 0, limit, iterations: 0 };
+  budget = { limit, iterations: 0 };
   try {
     const out = {} as Record<string, string | null>;
     let total = 0;

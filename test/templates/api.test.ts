@@ -293,6 +293,15 @@ test('a huge {{#each}} stays within EMAIL_MAX_MESSAGE_BYTES and answers 422 mess
   const rendered = await call(`/v1/templates/${t.id}/render`, { body: { variables: values(5_000) } });
   assert.equal(rendered.status, 422);
   assert.equal(rendered.body.detail[0].type, 'message_too_large');
+
+  // Loops that print nothing still end: 100 variables nested four deep would be 10^8 turns.
+  const many = Array.from({ length: 100 }, (_, i) => ({ key: `k${i}`, type: 'number' as const, fallback_value: i }));
+  const spin = (await create({ name: 'Spin', html: `{{#each this}}${'{{#each @root}}'.repeat(3)}${'{{/each}}'.repeat(3)}{{/each}}done`, variables: many })).body;
+  const spinStarted = Date.now();
+  const spun = await call(`/v1/templates/${spin.id}/render`, { body: {} });
+  assert.equal(spun.status, 422);
+  assert.equal(spun.body.detail[0].type, 'message_too_large');
+  assert.ok(Date.now() - spinStarted < 2000, 'stopped early');
 });
 
 test('each published version compiles once in the API process, not once per send', async () => {
