@@ -254,7 +254,7 @@ function renderWith(v: Pick<CompiledVersion, 'parts' | 'variables'>, given: Reco
   } catch (err) {
     if (err instanceof RenderTooLarge) {
       throw new ValidationError([{
-        loc: ['body'], msg: `The rendered message is over ${limitBytes} bytes, the limit`, type: 'message_too_large',
+        loc: ['body'], msg: `The rendered message is over ${limitBytes} bytes, the limit (loops stop there, or after 100000 turns)`, type: 'message_too_large',
         ctx: { limit_bytes: limitBytes, size_bytes: Math.max(err.sizeBytes, limitBytes + 1) },
       }]);
     }
