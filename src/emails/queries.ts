@@ -6,7 +6,7 @@ import { commitShared } from '../platform/shared-commit.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
-  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, source, created_at`;
+  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, source, created_at, template_id, template_version`;
 
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[EmailWithBodies?]>`
@@ -61,6 +61,8 @@ export type NewEmail = EmailContent & {
   projectId: string;
   scheduledAt?: Date | null;
   tags?: { name: string; value: string }[];
+  /** The template version it was rendered from, if any. */
+  template?: { id: string; version: number } | null;
   /** Mail submitted over SMTP: the message as submitted, sent as it is instead of composed. */
   submitted?: SubmittedMessage;
 };
@@ -105,6 +107,8 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     attachments: storedAttachments(e.attachments),
     scheduled_at: e.scheduledAt?.toISOString() ?? null,
     tags: e.tags ?? [],
+    template_id: e.template?.id ?? null,
+    template_version: e.template?.version ?? null,
     source: e.submitted ? 'smtp' : 'api',
     raw_message: e.submitted?.raw.toString('base64') ?? null,
     message_id_header: e.submitted?.messageId ?? null,
@@ -114,16 +118,16 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     with inserted as (
       insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
                           reply_to_addresses, subject, html, text, headers, attachments, scheduled_at, tags,
-                          source, raw_message, message_id_header, submitted_message_id)
+                          template_id, template_version, source, raw_message, message_id_header, submitted_message_id)
       select r.id, r.project_id, case when r.scheduled_at > now() then 'scheduled' else 'queued' end,
              r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
              r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments,
-             case when r.scheduled_at > now() then r.scheduled_at end, r.tags,
+             case when r.scheduled_at > now() then r.scheduled_at end, r.tags, r.template_id, r.template_version,
              r.source, decode(r.raw_message, 'base64'), r.message_id_header, r.submitted_message_id
       from jsonb_to_recordset(${tx.json(rows)}) as r(
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
         reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb,
-        source text, raw_message text, message_id_header text, submitted_message_id text)
+        template_id text, template_version integer, source text, raw_message text, message_id_header text, submitted_message_id text)
       returning id, project_id, scheduled_at
     )
     select count(*) from graphile_worker.add_jobs(array(
