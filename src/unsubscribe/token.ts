@@ -13,14 +13,6 @@ export function soleRecipient(to: readonly string[], cc: readonly string[], bcc:
   return to.length + cc.length + bcc.length === 1 ? (to[0] ?? cc[0] ?? bcc[0]) : undefined;
 }
 
-/** The List-Unsubscribe URL for an email, when it has exactly one recipient and a public base URL. */
-export function unsubscribeUrl(config: { publicBaseUrl?: string; secretKey: string }, projectId: string, emailId: string,
-  to: readonly string[], cc: readonly string[], bcc: readonly string[]): string | undefined {
-  const recipient = soleRecipient(to, cc, bcc);
-  if (!config.publicBaseUrl || recipient === undefined) return undefined;
-  return `${config.publicBaseUrl}/unsubscribe/${signUnsubscribeToken(config.secretKey, { projectId, emailId, recipient })}`;
-}
-
 /** Keyed apart from the credential key by its own HKDF purpose. */
 function mac(secretKey: string, payload: string): string {
   return createHmac('sha256', deriveKey(secretKey, 'unsubscribe-tokens')).update(`unsubscribe.v1.${payload}`).digest('base64url');
