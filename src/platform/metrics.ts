@@ -64,27 +64,41 @@ for (const outcome of ['accepted', 'rejected', 'auth_failed']) smtpSubmissions.l
 export type Provider = 'ses' | 'sink';
 export type EmailOutcome = 'sent' | 'failed' | 'throttled' | 'retried';
 
+/**
+ * Bumped by every recording below, so a rendering is reused only while nothing it shows has
+ * moved: a scrape after any request or send sees it. Scrapes of /metrics itself do not bump it,
+ * or fifty scrapes at once could never share one rendering.
+ */
+let recorded = 0;
+
 export function recordHttp(method: string, route: string, status: number, seconds: number) {
   httpRequests.inc({ method, route, status: String(status) });
   httpDuration.observe({ method, route }, seconds);
+  if (route !== '/metrics') recorded++;
 }
 export function recordEmailOutcome(provider: Provider, outcome: EmailOutcome) {
   emails.inc({ provider, outcome });
+  recorded++;
 }
 export function observeSend(provider: Provider, seconds: number) {
   sendDuration.observe({ provider }, seconds);
+  recorded++;
 }
 export function recordWebhookOutcome(outcome: 'delivered' | 'retried' | 'failed') {
   webhookDeliveries.inc({ outcome });
+  recorded++;
 }
 export function recordEventIngested(type: string) {
   eventsIngested.inc({ type });
+  recorded++;
 }
 export function recordSinkMessage() {
   sinkMessages.inc();
+  recorded++;
 }
 export function recordSmtpSubmission(outcome: 'accepted' | 'rejected' | 'auth_failed') {
   smtpSubmissions.inc({ outcome });
+  recorded++;
 }
 
 const QUEUE_READ_TIMEOUT_MS = 1000;
@@ -167,20 +181,22 @@ export function scrapeAllowed(token: string | undefined, authorization: string |
 
 export const METRICS_CONTENT_TYPE = registry.contentType;
 
-/** A rendering is shared by every scrape within this long of it (or while it is under way). */
+/** A rendering is shared by scrapes within this long of it, while nothing recorded has moved. */
 const RENDER_REUSE_MS = 1000;
-let rendering: { startedAt: number; text: Promise<string> } | undefined;
+let rendering: { startedAt: number; recorded: number; text: Promise<string> } | undefined;
 
 /**
  * The exposition text for a scrape. Rendering runs every collector (the process's heap, GC and
  * event-loop figures among them) at several milliseconds of CPU each time; fifty scrapes at once
- * share one rendering, so they cost the API's event loop one instead of fifty.
+ * share one rendering, so they cost the API's event loop one instead of fifty. Any recording in
+ * between (a request answered, a send) makes the next scrape render afresh; only the process's
+ * own figures (CPU, memory) may be up to a second old.
  */
 export function renderMetrics(): Promise<string> {
   const now = performance.now();
-  if (!rendering || now - rendering.startedAt >= RENDER_REUSE_MS) {
+  if (!rendering || now - rendering.startedAt >= RENDER_REUSE_MS || rendering.recorded !== recorded) {
     const text = registry.metrics();
-    rendering = { startedAt: now, text };
+    rendering = { startedAt: now, recorded, text };
     // A failed rendering is not reused.
     text.catch(() => { if (rendering?.text === text) rendering = undefined; });
   }
