@@ -22,6 +22,9 @@ export const EmailResponse = z
     last_error: z.string().nullable().optional(),
     scheduled_at: z.string().datetime().nullable().optional().openapi({ description: 'When a scheduled email is due; null otherwise.' }),
     tags: z.array(z.object({ name: z.string(), value: z.string() })).optional(),
+    template: z.object({ id: z.string(), version: z.number().int() }).nullable().optional()
+      .openapi({ description: 'The template and published version the email was rendered from; null when it was not.' }),
+    source: z.enum(['api', 'smtp']).openapi({ description: 'How the email was submitted: `api` (HTTP) or `smtp` (the SMTP relay).' }),
     body_purged: z.boolean().optional().openapi({
       description: 'True once `BODY_RETENTION_DAYS` has passed and `html`, `text` and attachments were removed; false otherwise. Only `GET /v1/emails/{id}` shows it.',
     }),
@@ -50,7 +53,10 @@ export type EmailRow = {
   lastError: string | null;
   scheduledAt: Date | null;
   tags: { name: string; value: string }[];
+  source: 'api' | 'smtp';
   createdAt: Date;
+  templateId: string | null;
+  templateVersion: number | null;
 };
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -75,6 +81,8 @@ export function toEmailListItem(row: EmailRow): z.infer<typeof EmailListItem> {
     last_error: row.lastError,
     scheduled_at: iso(row.scheduledAt),
     tags: row.tags,
+    template: row.templateId ? { id: row.templateId, version: row.templateVersion! } : null,
+    source: row.source,
   };
 }
 
