@@ -66,6 +66,8 @@ test('retention removes emails past RETENTION_DAYS with their events and deliver
   await age(oldOther, 200);
   await age(edge, 89);
   await age(mid, 31);
+  // As the SMTP relay keeps a submitted message: a body too.
+  await sql`update emails set raw_message = ${Buffer.from('Subject: raw\r\n\r\nraw body\r\n')} where id in ${sql([mid, fresh])}`;
   const [oldDeliveries] = await sql`select count(*)::int as n from webhook_deliveries d join events e on e.id = d.event_id where e.email_id = ${old}`;
   assert.ok(oldDeliveries!.n > 0, 'the old email has webhook deliveries');
 
@@ -95,8 +97,9 @@ test('retention removes emails past RETENTION_DAYS with their events and deliver
     assert.equal(shown.html, null);
     assert.equal(shown.text, null);
     assert.equal(shown.subject, id === mid ? 'Email mid' : 'Email edge', 'the rest of the email stays');
-    const [row] = await sql`select attachments, tags from emails where id = ${id}`;
+    const [row] = await sql`select attachments, tags, raw_message from emails where id = ${id}`;
     assert.deepEqual(row!.attachments, []);
+    assert.equal(row!.rawMessage, null);
     assert.equal((row!.tags as unknown[]).length, 2);
   }
   const freshShown = (await (await ctx.call(a.key, `/v1/emails/${fresh}`)).json()) as Record<string, unknown>;
