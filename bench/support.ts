@@ -24,6 +24,16 @@ export type BenchContext = {
 };
 export type BenchResult = Record<string, unknown>;
 
+/**
+ * A Debian tool a benchmark needs is not installed. `npm run bench` reports it with the package to
+ * install and goes on with the other benchmarks; it is not a failure of the code measured.
+ */
+export class MissingTool extends Error {
+  constructor(readonly tool: string, readonly debianPackage: string) {
+    super(`${tool} not found: install the Debian package ${debianPackage} (apt-get install ${debianPackage})`);
+  }
+}
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits;
 export const ratio = (rate: number, ceiling: number | null) => (ceiling ? round(rate / ceiling, 3) : null);
@@ -351,10 +361,10 @@ export function redisAnswers(url: string): Promise<boolean> {
 }
 
 /** A fresh project with a key, and the API as production runs it, for the accept benchmarks. */
-export async function apiWithKey(ctx: BenchContext, label: string) {
+export async function apiWithKey(ctx: BenchContext, label: string, env: Record<string, string> = {}) {
   const sql = createSql(ctx.databaseUrl, { max: 2 });
   const project = await createProject(sql, label);
   const { key } = await createApiKey(sql, project.id, 'bench');
-  const api = spawnRole('api', { ...ctx.env, PORT: '0', HOST: '127.0.0.1', API_RATE_LIMIT_PER_MINUTE: '1000000' });
+  const api = spawnRole('api', { ...ctx.env, PORT: '0', HOST: '127.0.0.1', API_RATE_LIMIT_PER_MINUTE: '1000000', ...env });
   return { sql, projectId: project.id, key, api };
 }

@@ -12,14 +12,31 @@ import { toDomainResponse } from './domains/schemas.ts';
 import { createEndpoint, updateEndpoint } from './webhooks/service.ts';
 import { toEndpointResponse } from './webhooks/schemas.ts';
 import { reencodeLegacySecrets } from './webhooks/secret.ts';
+import { applyRetention } from './retention/apply.ts';
+import { rebuildStats } from './stats/rebuild.ts';
+import { TEMPLATE_COMMANDS } from './templates/commands.ts';
+import { registerOwner, SignupError } from '../dashboard/owner.ts';
 
 export type CommandContext = { config: Config; sql: () => Sql };
 type Options = Record<string, { type: 'string' | 'boolean' }>;
-type Command = {
+export type Command = {
   usage: string;
   options?: Options;
   run(ctx: CommandContext, values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<unknown>;
 };
+
+/** The password from standard input (never an argument, which `ps` and shell history would show), less its final newline. */
+async function readPassword(): Promise<string> {
+  if (process.stdin.isTTY) process.stderr.write('Password: ');
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of process.stdin) {
+    size += (chunk as Buffer).length;
+    if (size > 4096) throw new ServiceError('invalid_input', 'the password on standard input is longer than 4096 bytes');
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+}
 
 /** Reads a required option or fails with the usage line. */
 export function required(values: Record<string, unknown>, name: string, usage: string): string {
@@ -125,6 +142,34 @@ export const COMMANDS: Record<string, Command> = {
       });
     },
   },
+  'retention run': {
+    usage: 'retention run',
+    async run(ctx) {
+      const { emails_removed, bodies_purged } = await applyRetention(ctx.sql(), ctx.config);
+      return { emails_removed, bodies_purged };
+    },
+  },
+  'stats rebuild': {
+    usage: 'stats rebuild',
+    async run(ctx) {
+      return { rebuilt: await rebuildStats(ctx.sql()) };
+    },
+  },
+  'owner create': {
+    usage: 'owner create --email EMAIL (the password on standard input)',
+    options: { email: { type: 'string' } },
+    async run(ctx, v) {
+      const email = required(v, 'email', this.usage);
+      const password = await readPassword();
+      try {
+        const owner = await registerOwner(ctx.sql(), email, password);
+        return { id: owner.id, email: owner.email };
+      } catch (err) {
+        if (err instanceof SignupError) throw new ServiceError('invalid_input', err.message);
+        throw err;
+      }
+    },
+  },
   'provider disconnect': {
     usage: 'provider disconnect --project P',
     options: { project: { type: 'string' } },
@@ -132,6 +177,7 @@ export const COMMANDS: Record<string, Command> = {
       return disconnectProvider(ctx.sql(), required(v, 'project', this.usage));
     },
   },
+  ...TEMPLATE_COMMANDS,
 };
 
 /** Finds the longest command name the arguments start with, and parses the rest. */

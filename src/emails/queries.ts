@@ -6,11 +6,11 @@ import { commitShared } from '../platform/shared-commit.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
-  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, created_at`;
+  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, source, created_at, template_id, template_version`;
 
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[EmailWithBodies?]>`
-    select ${EMAIL_COLUMNS(sql)}, html, text from emails where id = ${emailId} and project_id = ${projectId}`;
+    select ${EMAIL_COLUMNS(sql)}, html, text, body_purged from emails where id = ${emailId} and project_id = ${projectId}`;
   return row;
 }
 
@@ -19,26 +19,75 @@ export async function emailExists(sql: Sql, projectId: string, emailId: string):
   return row !== undefined;
 }
 
-/** Newest first; fetches one extra row to answer has_more without a count. */
+/** How long a client's Message-ID names its first email: a repeat within it is a retry. */
+export const SUBMITTED_MESSAGE_ID_TTL = '24 hours';
+
+/** The email a client's Message-ID names in this project, and whether that is within the dedupe window. */
+export async function findSubmitted(sql: Sql, projectId: string, clientMessageId: string) {
+  const [row] = await sql<[{ id: string; live: boolean }?]>`
+    select id, created_at > now() - ${SUBMITTED_MESSAGE_ID_TTL}::interval as live from emails
+    where project_id = ${projectId} and submitted_message_id = ${clientMessageId}`;
+  return row;
+}
+
+/** Frees a Message-ID whose window has passed, so a new submission may take it. */
+export async function releaseSubmittedMessageId(sql: Sql, projectId: string, emailId: string) {
+  await sql`
+    update emails set submitted_message_id = null
+    where id = ${emailId} and project_id = ${projectId} and created_at <= now() - ${SUBMITTED_MESSAGE_ID_TTL}::interval`;
+}
+
+/**
+ * Newest first; fetches one extra row to answer has_more without a count. A tag filter walks the
+ * tag's entries in email_tags in page order, so a rare tag reads the page's rows, not the project.
+ */
 export async function listEmails(
   sql: Sql,
   projectId: string,
   opts: { limit: number; startingAfter?: string; status?: EmailStatus; tag?: { name: string; value: string } },
 ) {
-  const rows = await sql<EmailRow[]>`
-    select ${EMAIL_COLUMNS(sql)}
-    from emails
-    where project_id = ${projectId}
-      ${opts.status ? sql`and status = ${opts.status}` : sql``}
-      ${opts.tag ? sql`and tags @> ${sql.json([opts.tag])}::jsonb` : sql``}
-      ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
-    order by id desc
-    limit ${opts.limit + 1}`;
+  const rows = opts.tag
+    ? await sql<EmailRow[]>`
+      select ${EMAIL_COLUMNS(sql)}
+      from email_tags t
+      join emails on emails.id = t.email_id and emails.project_id = t.project_id
+      where t.project_id = ${projectId} and t.name = ${opts.tag.name} and t.value = ${opts.tag.value}
+        ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+        ${opts.startingAfter ? sql`and t.email_id < ${opts.startingAfter}` : sql``}
+      order by t.email_id desc
+      limit ${opts.limit + 1}`
+    : await sql<EmailRow[]>`
+      select ${EMAIL_COLUMNS(sql)}
+      from emails
+      where project_id = ${projectId}
+        ${opts.status ? sql`and status = ${opts.status}` : sql``}
+        ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
+      order by id desc
+      limit ${opts.limit + 1}`;
   return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
 }
 
 /** A new email; with `scheduledAt` in the future it waits as `scheduled`, else it is `queued`. */
-export type NewEmail = EmailContent & { id: string; projectId: string; scheduledAt?: Date | null; tags?: { name: string; value: string }[] };
+export type NewEmail = EmailContent & {
+  id: string;
+  projectId: string;
+  scheduledAt?: Date | null;
+  tags?: { name: string; value: string }[];
+  /** The template version it was rendered from, if any. */
+  template?: { id: string; version: number } | null;
+  /** Mail submitted over SMTP: the message as submitted, sent as it is instead of composed. */
+  submitted?: SubmittedMessage;
+};
+
+/** What an SMTP submission adds to its email. */
+export type SubmittedMessage = {
+  raw: Buffer;
+  /**
+   * The message's own Message-ID, also the key of the 24-hour retry dedupe. Absent when it has
+   * none: the send adds one made from the email's id, as for API mail.
+   */
+  messageId?: string;
+};
 
 /** An attachment as the `attachments` column holds it. */
 export type StoredAttachment = { filename: string; content_type?: string; content: string; content_id?: string };
@@ -70,19 +119,34 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     attachments: storedAttachments(e.attachments),
     scheduled_at: e.scheduledAt?.toISOString() ?? null,
     tags: e.tags ?? [],
+    template_id: e.template?.id ?? null,
+    template_version: e.template?.version ?? null,
+    source: e.submitted ? 'smtp' : 'api',
+    raw_message: e.submitted?.raw.toString('base64') ?? null,
+    message_id_header: e.submitted?.messageId ?? null,
+    submitted_message_id: e.submitted?.messageId ?? null,
   }));
   await tx`
     with inserted as (
       insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
-                          reply_to_addresses, subject, html, text, headers, attachments, scheduled_at, tags)
+                          reply_to_addresses, subject, html, text, headers, attachments, scheduled_at, tags,
+                          template_id, template_version, source, raw_message, message_id_header, submitted_message_id)
       select r.id, r.project_id, case when r.scheduled_at > now() then 'scheduled' else 'queued' end,
              r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
              r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments,
-             case when r.scheduled_at > now() then r.scheduled_at end, r.tags
+             case when r.scheduled_at > now() then r.scheduled_at end, r.tags, r.template_id, r.template_version,
+             r.source, decode(r.raw_message, 'base64'), r.message_id_header, r.submitted_message_id
       from jsonb_to_recordset(${tx.json(rows)}) as r(
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
-        reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb)
-      returning id, project_id, scheduled_at
+        reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb,
+        template_id text, template_version integer, source text, raw_message text, message_id_header text, submitted_message_id text)
+      returning id, project_id, scheduled_at, tags
+    ),
+    tagged as (
+      insert into email_tags (project_id, name, value, email_id)
+      select i.project_id, t->>'name', t->>'value', i.id
+      from inserted i cross join lateral jsonb_array_elements(i.tags) t
+      on conflict do nothing
     )
     select count(*) from graphile_worker.add_jobs(array(
       select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null,
@@ -109,6 +173,8 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   headers: Record<string, string>;
   attachments: StoredAttachment[];
   messageIdHeader: string | null;
+  /** The message as submitted over SMTP, sent as it is; null for API mail, which is composed. */
+  rawMessage: Buffer | null;
   leaseOwner: string;
   tags: { name: string; value: string }[];
   /** Whether the project has a provider connection; without one the email goes to the sink. */
@@ -155,7 +221,7 @@ export async function claimEmail(
               and emails.lease_expires_at > now() - interval '15 minutes'))
           ${lease.self && !lease.self.busy ? sql`or ${holder} = ${lease.self.id}` : sql``})))
     returning id, project_id, attempt_count, from_address, to_addresses, cc_addresses, bcc_addresses,
-      reply_to_addresses, subject, html, text, headers, attachments, message_id_header, lease_owner, tags,
+      reply_to_addresses, subject, html, text, headers, attachments, message_id_header, raw_message, lease_owner, tags,
       exists (select 1 from provider_connections pc where pc.project_id = emails.project_id) as has_provider,
       exists (select 1 from suppressions s where s.project_id = emails.project_id) as has_suppressions`);
   return row;
@@ -262,7 +328,13 @@ export async function rescheduleEmail(sql: Sql, projectId: string, emailId: stri
       where id = ${emailId} and project_id = ${projectId} and status = 'scheduled'
       returning scheduled_at`;
     if (!row) return undefined;
-    await tx`select ${sendJob(tx, emailId, projectId, Math.max(0, at.getTime() - Date.now()))}`;
+    // The job's time comes from the row just written, on the database's clock: a process whose
+    // clock runs ahead or behind would otherwise put the job before or after the schedule.
+    await tx`
+      select graphile_worker.add_job('email__send',
+        json_build_object('email_id', e.id, 'project_id', e.project_id),
+        run_at := coalesce(e.scheduled_at, now()), max_attempts := 25, job_key := e.id)
+      from emails e where e.id = ${emailId} and e.project_id = ${projectId}`;
     return row;
   });
 }

@@ -17,7 +17,8 @@ import { settlePending, settleSentWhenBack } from './settle-later.ts';
 import { transportFor, type Envelope, type SendOptions, type Transport } from '../providers/transport.ts';
 import { bareAddress, normaliseAddress } from '../suppressions/address.ts';
 import { suppressedAmong } from '../suppressions/queries.ts';
-import { signUnsubscribeToken } from '../unsubscribe/token.ts';
+import { listUnsubscribeUrl } from './list-unsubscribe.ts';
+import { prepareSubmitted } from './submitted.ts';
 import { observeSend, recordEmailOutcome } from '../platform/metrics.ts';
 
 /** Attempts (about an hour of backoff) before a retryable failure becomes `provider_unavailable`. */
@@ -43,6 +44,11 @@ const THROTTLE_RETRY_MS = 1000;
 const QUOTA_RETRY_MS = 10 * 60_000;
 
 const Payload = z.object({ email_id: z.string().min(1).max(100), project_id: z.string().min(1).max(100) });
+
+/** Who a List-Unsubscribe link may speak for: the email's recipients, to, cc and bcc. */
+function unsubscribeTarget(email: ClaimedEmail) {
+  return { projectId: email.projectId, emailId: email.id, to: email.toAddresses, cc: email.ccAddresses, bcc: email.bccAddresses };
+}
 
 /** Stable per email, so a retried attempt (even one whose outcome was unknown) carries the same Message-ID. */
 function messageIdFor(email: ClaimedEmail): string {
@@ -70,9 +76,19 @@ function compose(deps: WorkerDeps, email: ClaimedEmail) {
       contentId: a.content_id,
     })),
     messageId: messageIdFor(email),
-    listUnsubscribeUrl: config.publicBaseUrl
-      ? `${config.publicBaseUrl}/unsubscribe/${signUnsubscribeToken(config.secretKey, { projectId: email.projectId, emailId: email.id })}`
-      : undefined,
+    listUnsubscribeUrl: listUnsubscribeUrl(config, unsubscribeTarget(email)),
+  });
+}
+
+/**
+ * The bytes the provider gets: mail submitted over SMTP goes as it was submitted, with only the
+ * header edits §13.2 allows; API mail is composed from its columns.
+ */
+function messageFor(deps: WorkerDeps, email: ClaimedEmail): Promise<Buffer> | Buffer {
+  if (!email.rawMessage) return compose(deps, email);
+  return prepareSubmitted(email.rawMessage, {
+    messageId: messageIdFor(email),
+    listUnsubscribeUrl: listUnsubscribeUrl(deps.config, unsubscribeTarget(email)),
   });
 }
 
@@ -253,7 +269,7 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail) {
   try {
     transport = await transportFor(deps, projectId, emailId, email.hasProvider);
     // Composed before waiting for the slot, so the request leaves as close to it as possible.
-    const raw = await compose(deps, email);
+    const raw = await messageFor(deps, email);
     const bare = (list: string[]) => list.map(bareAddress);
     const result = await sendInTurn(sql, log, email, transport, raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags }, paced);
     if (!result) return;

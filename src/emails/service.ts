@@ -6,15 +6,17 @@ import { parseBatch } from './batch.ts';
 import { acceptOnce, batchFingerprint, findReplay, fingerprint, type Accepted } from './idempotency.ts';
 import { assertMessageSize } from './message-size.ts';
 import * as q from './queries.ts';
-import { parseSendRequest, type SendEmail } from './validate.ts';
+import type { NewEmail, SubmittedMessage } from './queries.ts';
+import { parseSendRequest, type ParsedSend } from './validate.ts';
+import { renderSend, type TemplateRenderer } from './template-send.ts';
 
 /**
  * Sending, as every API surface does it (`/v1` and the Resend-compatible `/resend`): validation,
  * the size limit, idempotency, and the write with its job. Callers only translate.
  */
-export type SendDeps = { config: Config; sql: Sql };
+export type SendDeps = { config: Config; sql: Sql; renderTemplate?: TemplateRenderer };
 
-const statusOf = (send: SendEmail, now = Date.now()) =>
+const statusOf = (send: ParsedSend, now = Date.now()) =>
   send.scheduledAt && send.scheduledAt.getTime() > now ? 'scheduled' as const : 'queued' as const;
 
 /** One email from a parsed JSON body. */
@@ -24,26 +26,32 @@ export async function sendEmail(deps: SendDeps, projectId: string, idempotencyKe
   let accepted: Accepted;
   if (idempotencyKey === undefined) {
     const id = newId('email');
-    await assertMessageSize(send, id, projectId, config);
-    accepted = { emailIds: [await acceptQueued(sql, { id, projectId, ...send })], replayed: false };
+    const ready = await renderSend(deps, projectId, send);
+    await assertMessageSize(ready, id, projectId, config);
+    accepted = { emailIds: [await acceptQueued(sql, { id, projectId, ...ready })], replayed: false };
   } else {
     // Hashing the whole message is only needed to recognise a repeat under the same key.
     const print = fingerprint(send);
     const replay = await findReplay(sql, projectId, idempotencyKey, print);
     const id = newId('email');
-    if (!replay) await assertMessageSize(send, id, projectId, config);
-    accepted = replay ?? await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
-      await q.insertQueuedEmails(tx, [{ id, projectId, ...send }]);
-      return [id];
-    });
+    if (replay) {
+      accepted = replay;
+    } else {
+      const ready = await renderSend(deps, projectId, send);
+      await assertMessageSize(ready, id, projectId, config);
+      accepted = await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
+        await q.insertQueuedEmails(tx, [{ id, projectId, ...ready }]);
+        return [id];
+      });
+    }
   }
   return { id: accepted.emailIds[0]!, status: statusOf(send), replayed: accepted.replayed };
 }
 
 /** A batch from a parsed JSON body, all or nothing, in one transaction. */
 export async function sendBatch(deps: SendDeps, projectId: string, idempotencyKey: string | undefined, body: unknown) {
-  const { config, sql } = deps;
-  const { sends, emails } = await parseBatch(body, projectId, config);
+  const { sql } = deps;
+  const { sends, emails } = await parseBatch(deps, body, projectId);
   const print = batchFingerprint(sends);
   const accepted = (idempotencyKey === undefined ? undefined : await findReplay(sql, projectId, idempotencyKey, print))
     ?? await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
@@ -52,4 +60,33 @@ export async function sendBatch(deps: SendDeps, projectId: string, idempotencyKe
     });
   const now = Date.now();
   return { data: accepted.emailIds.map((id, i) => ({ id, status: statusOf(sends[i]!, now) })), replayed: accepted.replayed };
+}
+
+/** A message submitted over SMTP, read and checked by the relay. */
+export type Submission = Omit<NewEmail, 'id' | 'projectId' | 'scheduledAt' | 'submitted'> & { submitted: SubmittedMessage };
+
+const isDuplicateMessageId = (err: unknown) =>
+  (err as { code?: string; constraint_name?: string }).code === '23505'
+  && (err as { constraint_name?: string }).constraint_name === 'emails_submitted_message_id_idx';
+
+/**
+ * One email from a message submitted over SMTP, through the same group commit as `POST
+ * /v1/emails`. A Message-ID the project submitted in the last 24 h answers the first email's id
+ * and stores nothing: SMTP clients resend a message whose reply they lost. The unique index on
+ * the Message-ID decides, so a new message costs no lookup and concurrent repeats yield one
+ * email; an older holder of the Message-ID gives it up and the write is tried again.
+ */
+export async function sendSubmitted(deps: SendDeps, projectId: string, submission: Submission): Promise<{ id: string; replayed: boolean }> {
+  const { sql } = deps;
+  const messageId = submission.submitted.messageId;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return { id: await acceptQueued(sql, { ...submission, id: newId('email'), projectId }), replayed: false };
+    } catch (err) {
+      if (messageId === undefined || !isDuplicateMessageId(err) || attempt >= 3) throw err;
+    }
+    const seen = await q.findSubmitted(sql, projectId, messageId);
+    if (seen?.live) return { id: seen.id, replayed: true };
+    if (seen) await q.releaseSubmittedMessageId(sql, projectId, seen.id);
+  }
 }

@@ -8,7 +8,7 @@ import { keyUseRecorder } from '../keys/authenticate.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { registerHealthRoutes } from './health.ts';
 import { matchedRoutes } from 'hono/route';
-import { METRICS_CONTENT_TYPE, readQueueFrom, recordHttp, registry, scrapeAllowed } from '../platform/metrics.ts';
+import { METRICS_CONTENT_TYPE, readQueueFrom, recordHttp, renderMetrics, scrapeAllowed } from '../platform/metrics.ts';
 import { registerEmailRoutes } from '../emails/routes.ts';
 import { registerDomainRoutes } from '../domains/routes.ts';
 import { registerKeyRoutes } from '../keys/routes.ts';
@@ -18,10 +18,15 @@ import { registerUnsubscribeRoutes } from '../unsubscribe/routes.ts';
 import { registerSinkRoutes } from '../sink/routes.ts';
 import { createResendApp } from '../resend/routes.ts';
 import { registerSuppressionRoutes } from '../suppressions/routes.ts';
+import { registerTemplateRoutes } from '../templates/routes.ts';
+import { registerResendTemplateRoutes } from '../templates/resend-routes.ts';
+import { renderForSend } from '../templates/service.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
-export function createApp(deps: AppDeps) {
+export function createApp(given: AppDeps) {
+  // Sends render templates at accept time; the emails capability only knows the interface.
+  const deps: AppDeps = { ...given, renderTemplate: given.renderTemplate ?? renderForSend };
   const app = new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
       if (!result.success) throw validationErrorFromZod(result.error, result.target);
@@ -63,7 +68,7 @@ export function createApp(deps: AppDeps) {
     if (!scrapeAllowed(deps.config.metricsToken, c.req.header('authorization'))) {
       return c.json({ error: { type: 'authentication_failed', message: 'A valid METRICS_TOKEN bearer token is required.' } }, 401);
     }
-    return c.body(await registry.metrics(), 200, { 'content-type': METRICS_CONTENT_TYPE });
+    return c.body(await renderMetrics(), 200, { 'content-type': METRICS_CONTENT_TYPE });
   });
   registerUnsubscribeRoutes(app);
   app.route('/dashboard', createDashboard());
@@ -72,7 +77,7 @@ export function createApp(deps: AppDeps) {
   const auth = requireApiKey(keyUseRecorder(deps.sql));
   app.use('/v1/*', async (c, next) => (c.req.path === '/v1/events/ses' ? next() : auth(c, next)));
   // Resend's API, for applications switching with only RESEND_BASE_URL; not in the schema.
-  app.route('/resend', createResendApp(auth));
+  app.route('/resend', createResendApp(auth, registerResendTemplateRoutes));
 
   registerEmailRoutes(app);
   registerDomainRoutes(app);
@@ -80,6 +85,7 @@ export function createApp(deps: AppDeps) {
   registerWebhookRoutes(app);
   registerSinkRoutes(app);
   registerSuppressionRoutes(app);
+  registerTemplateRoutes(app);
   if (deps.config.eventIngestion === 'https') registerSnsPushRoute(app);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {

@@ -10,9 +10,11 @@ import { flushPendingSettles } from '../emails/settle-later.ts';
 import { startMetricsServer } from './metrics.ts';
 import { reencodeLegacySecrets } from '../webhooks/secret.ts';
 import { createApp } from '../http/app.ts';
+import { logOwnerSetup } from '../../dashboard/setup.ts';
 import { closeSinkFeeds } from '../sink/live.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
 import type { WorkerDeps } from '../interfaces.ts';
+import type { TaskList } from 'graphile-worker';
 
 export type Role = 'api' | 'worker' | 'all';
 
@@ -44,23 +46,38 @@ export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolea
   // The name this process's email leases carry; it beats as long as the process lives.
   const leases = deps.leases ?? { id: `holder-${randomUUID()}`, busy: new Set<string>() };
   deps = { ...deps, leases };
+  // Webhook flushes and retries run in a runner of their own: a slow endpoint holds one of
+  // WEBHOOK_CONCURRENCY slots for up to its timeout, never a slot a send needs. Each runner takes
+  // only the jobs of its own tasks.
+  const { webhooks: webhookTasks, others } = splitTasks(buildTaskList(deps));
+  const common = { databaseUrl: config.databaseUrl, sql, log, deadAfterSeconds: config.workerDeadAfterSeconds };
   const worker = await startWorker({
-    databaseUrl: config.databaseUrl,
-    sql,
-    log,
+    ...common,
     concurrency: config.workerConcurrency,
-    taskList: buildTaskList(deps),
+    taskList: others,
     crontab: opts.crontab === false ? [] : buildCrontab(deps),
-    deadAfterSeconds: config.workerDeadAfterSeconds,
     holderId: leases.id,
   });
-  // Accepted sends not yet recorded get most of the budget to be recorded before the heartbeat stops.
+  // Webhook flushes hold no email lease, so their runner beats for its pool alone.
+  const webhookWorker = await startWorker({ ...common, concurrency: config.webhookConcurrency, taskList: webhookTasks }).catch(async (err: unknown) => {
+    await worker.stop();
+    throw err;
+  });
+  // Accepted sends not yet recorded get half the budget to be recorded before the heartbeat stops.
   const steps: Array<[string, () => Promise<unknown>]> = [
     ['pending sends', () => flushPendingSettles(deps, SHUTDOWN_BUDGET_MS / 2)],
-    ['worker', () => worker.stop()],
+    ['worker', () => Promise.all([worker.stop(), webhookWorker.stop()])],
     ...services,
   ];
-  return { poolId: worker.poolId, worker, steps };
+  return { poolId: worker.poolId, webhookPoolId: webhookWorker.poolId, worker, steps };
+}
+
+/** The webhook tasks, named `webhook__…`, apart from every other task. */
+function splitTasks(all: TaskList): { webhooks: TaskList; others: TaskList } {
+  const webhooks: TaskList = {};
+  const others: TaskList = {};
+  for (const [name, task] of Object.entries(all)) (name.startsWith('webhook__') ? webhooks : others)[name] = task;
+  return { webhooks, others };
 }
 
 /**
@@ -75,7 +92,15 @@ async function warnIfAutovacuumOff(sql: Sql, log: Logger) {
   }
 }
 
-export type Running = { config: Config; sql: Sql; log: Logger; url?: string; close(): Promise<void> };
+export type Running = {
+  config: Config;
+  sql: Sql;
+  log: Logger;
+  url?: string;
+  /** The SMTP relay's listeners, when it is on. */
+  relay?: Array<{ kind: 'starttls' | 'implicit-tls'; host: string; port: number }>;
+  close(): Promise<void>;
+};
 
 export async function boot(role: Role, config: Config, finalSteps: Array<[string, () => Promise<unknown>]> = []): Promise<Running> {
   const log = createLogger(config.logLevel, `mailroom-${role}`);
@@ -97,6 +122,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, log) : new MemoryRateLimiter();
   const steps: Array<[string, () => Promise<unknown>]> = [];
   let url: string | undefined;
+  let relayListeners: Running['relay'];
 
   if (role !== 'worker') {
     const app = createApp({ config, sql, log, limiter, redis });
@@ -107,11 +133,24 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
     const port = typeof address === 'object' && address ? address.port : config.port;
     url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
     log.info({ url }, 'api listening');
+    await logOwnerSetup(sql, config, log, url);
     // Live inbox streams never end on their own, so they are ended first or close would wait on them.
     steps.push(['http', async () => {
       await closeSinkFeeds();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }]);
+    if (config.relay) {
+      // Loaded only when on: smtp-server and mailparser stay out of an API process without it.
+      const { startRelay } = await import('../relay/server.ts');
+      const relay = await startRelay({ config, sql, log, limiter }).catch((err: unknown) => {
+        if (!(err instanceof ConfigError)) throw err;
+        process.stderr.write(`mailroom: ${err.message}\n`);
+        process.exit(1);
+      });
+      relayListeners = relay.listeners;
+      // First: no new submissions while the rest shuts down; those in flight finish their commit.
+      steps.unshift(['relay', relay.close]);
+    }
   }
 
   if (role !== 'api') {
@@ -134,7 +173,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
       log.info({ port: metrics.port }, 'metrics listening');
     }
     await warnIfAutovacuumOff(sql, log);
-    log.info({ concurrency: config.workerConcurrency, pool: worker.poolId }, 'worker running');
+    log.info({ concurrency: config.workerConcurrency, webhook_concurrency: config.webhookConcurrency, pool: worker.poolId, webhook_pool: worker.webhookPoolId }, 'worker running');
   }
 
   // Bounded: after a connection error, postgres.js 3.4.9 keeps the failed query as the connection's
@@ -144,7 +183,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
     for (const [, step] of steps) await step().catch(() => {});
   };
   // A database restart or failover is ridden through: postgres.js reconnects, and the worker
-  // starts its job runner again in-process (worker.ts), keeping what it holds in memory.
+  // starts its job runners again in-process (worker.ts), keeping what it holds in memory.
   onShutdown(log, steps);
-  return { config, sql, log, url, close };
+  return { config, sql, log, url, relay: relayListeners, close };
 }

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { recordEvent, type EventType } from '../../src/events/record.ts';
 import { insertSinkMessage } from '../../src/sink/store.ts';
+import { rebuildStats } from '../../src/stats/rebuild.ts';
 import { signedInWithTwoProjects } from './client.ts';
 
 const { ctx, b, a, other, P, Q } = await signedInWithTwoProjects();
@@ -15,10 +16,16 @@ async function send(key: string, body: Record<string, unknown> = {}) {
   return ((await res.json()) as { id: string }).id;
 }
 
-/** Records an event as the worker would, optionally dated `daysAgo` days back. */
+/**
+ * Records an event as the worker would, optionally dated `daysAgo` days back by hand; rows changed
+ * by hand reach the daily counters through `stats rebuild`, as an operator's would.
+ */
 async function event(projectId: string, emailId: string, type: EventType, daysAgo = 0) {
   const id = await ctx.sql.begin((tx) => recordEvent(tx, { projectId, emailId, type, data: { email_id: emailId, note: `${type} note` } }));
-  if (daysAgo) await ctx.sql`update events set created_at = now() - make_interval(days => ${daysAgo}) where id = ${id!}`;
+  if (daysAgo) {
+    await ctx.sql`update events set created_at = now() - make_interval(days => ${daysAgo}) where id = ${id!}`;
+    await rebuildStats(ctx.sql);
+  }
   return id!;
 }
 
@@ -32,10 +39,10 @@ const catchMessage = (projectId: string, subject: string, extra: { emailId?: str
 test('every project page links to the others, and the project list opens the overview', async () => {
   const home = await b.get('/dashboard');
   assert.match(home.text, new RegExp(`href="${P}"`));
-  for (const path of ['', '/emails', '/inbox', '/suppressions', '/webhooks', '/domains', '/keys']) {
+  for (const path of ['', '/emails', '/inbox', '/templates', '/suppressions', '/webhooks', '/domains', '/keys']) {
     const page = await b.get(`${P}${path}`);
     assert.equal(page.res.status, 200, path);
-    for (const link of ['', '/emails', '/inbox', '/suppressions', '/webhooks', '/domains', '/keys']) {
+    for (const link of ['', '/emails', '/inbox', '/templates', '/suppressions', '/webhooks', '/domains', '/keys']) {
       assert.ok(page.text.includes(`href="${P}${link}"`), `${path || '/'} links to ${link || 'the overview'}`);
     }
   }
