@@ -61,5 +61,5 @@ function isDatabaseUnreachable(reason: unknown): boolean {
   if (err.code && UNREACHABLE_CODES.has(err.code)) return true;
   if (Array.isArray(err.errors) && err.errors.length > 0 && err.errors.every(isDatabaseUnreachable)) return true;
   if (err.cause && isDatabaseUnreachable(err.cause)) return true;
-  return /connect ECONNREFUSED|Connection terminated|terminating connection|the database system is (starting up|shutting down)|not queryable/.test(err.message ?? '');
+  return /ECONNREFUSED|ECONNRESET|EPIPE|Connection terminated|terminating connection|the database system is (starting up|shutting down|in recovery)|not queryable|not currently accepting connections/.test(err.message ?? '');
 }
