@@ -1,1 +1,22 @@
--- Enter migration here
+-- Engagement tracking (opens and clicks) and webhook event filters.
+
+-- Per domain, off by default; `tracking_updated_at` keys the worker's cache of the settings.
+alter table domains add column if not exists open_tracking boolean not null default false;
+alter table domains add column if not exists click_tracking boolean not null default false;
+alter table domains add column if not exists tracking_domain text;
+alter table domains add column if not exists tracking_updated_at timestamptz not null default now();
+
+-- A send's own switches (null: the domain decides), the original URLs of the links rewritten at
+-- send time (by position), and the first open and click.
+alter table emails add column if not exists track_opens boolean;
+alter table emails add column if not exists track_clicks boolean;
+alter table emails add column if not exists tracked_links text[];
+alter table emails add column if not exists opened_at timestamptz;
+alter table emails add column if not exists clicked_at timestamptz;
+
+alter table events drop constraint if exists events_type_check;
+alter table events add constraint events_type_check check (type in ('email.sent', 'email.delivered',
+  'email.delivery_delayed', 'email.bounced', 'email.complained', 'email.failed', 'email.opened', 'email.clicked'));
+
+-- Null: every type.
+alter table webhook_endpoints add column if not exists event_types text[];

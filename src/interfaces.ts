@@ -20,3 +20,23 @@ export type WorkerDeps = {
   /** Tests only: an extra trusted CA, a fake resolver, a shorter timeout for webhook delivery. */
   webhooks?: WebhookTransportOverrides;
 };
+
+/** A sending domain's tracking switches (§15.1), as the send task reads them with the email. */
+export type DomainTracking = { openTracking: boolean; clickTracking: boolean; trackingDomain: string | null };
+
+/** What link and open tracking needs of an email at send time. */
+export type TrackableEmail = {
+  id: string;
+  projectId: string;
+  html: string;
+  trackOpens: boolean | null;
+  trackClicks: boolean | null;
+  domainTracking: DomainTracking | null;
+};
+
+/**
+ * The HTML to send in place of the stored one: tracking's rewrite (src/tracking/), handed to the
+ * send task by the task list, so sending does not depend on tracking. Undefined: send as stored.
+ * Never throws for the content's sake: HTML it cannot rewrite in time goes untracked.
+ */
+export type HtmlForSending = (email: TrackableEmail, log: Logger) => Promise<string | undefined>;

@@ -16,6 +16,8 @@ export function fingerprint(send: SendEmail): Buffer {
     send.attachments.map((a) => [a.filename, a.contentType, a.content, a.contentId ?? null]),
     send.scheduledAt?.toISOString() ?? null,
     send.tags.map((t) => [t.name, t.value]),
+    // Only when given, so the fingerprints of sends without them are what they always were.
+    ...(send.trackOpens !== null || send.trackClicks !== null ? [[send.trackOpens, send.trackClicks]] : []),
   ]));
 }
 

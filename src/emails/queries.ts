@@ -3,10 +3,11 @@ import type { EmailRow, EmailStatus, EmailWithBodies } from './schemas.ts';
 import type { EmailContent } from './compose.ts';
 import { recordEventsStatement, type EmailEvent } from '../events/record.ts';
 import { commitShared } from '../platform/shared-commit.ts';
+import type { DomainTracking } from '../interfaces.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
-  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, created_at`;
+  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, opened_at, clicked_at, created_at`;
 
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[EmailWithBodies?]>`
@@ -38,7 +39,15 @@ export async function listEmails(
 }
 
 /** A new email; with `scheduledAt` in the future it waits as `scheduled`, else it is `queued`. */
-export type NewEmail = EmailContent & { id: string; projectId: string; scheduledAt?: Date | null; tags?: { name: string; value: string }[] };
+export type NewEmail = EmailContent & {
+  id: string;
+  projectId: string;
+  scheduledAt?: Date | null;
+  tags?: { name: string; value: string }[];
+  /** The send's own tracking switches; null leaves it to the sender's domain. */
+  trackOpens?: boolean | null;
+  trackClicks?: boolean | null;
+};
 
 /** An attachment as the `attachments` column holds it. */
 export type StoredAttachment = { filename: string; content_type?: string; content: string; content_id?: string };
@@ -70,18 +79,22 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     attachments: storedAttachments(e.attachments),
     scheduled_at: e.scheduledAt?.toISOString() ?? null,
     tags: e.tags ?? [],
+    track_opens: e.trackOpens ?? null,
+    track_clicks: e.trackClicks ?? null,
   }));
   await tx`
     with inserted as (
       insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
-                          reply_to_addresses, subject, html, text, headers, attachments, scheduled_at, tags)
+                          reply_to_addresses, subject, html, text, headers, attachments, scheduled_at, tags,
+                          track_opens, track_clicks)
       select r.id, r.project_id, case when r.scheduled_at > now() then 'scheduled' else 'queued' end,
              r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
              r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments,
-             case when r.scheduled_at > now() then r.scheduled_at end, r.tags
+             case when r.scheduled_at > now() then r.scheduled_at end, r.tags, r.track_opens, r.track_clicks
       from jsonb_to_recordset(${tx.json(rows)}) as r(
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
-        reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb)
+        reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb,
+        track_opens boolean, track_clicks boolean)
       returning id, project_id, scheduled_at
     )
     select count(*) from graphile_worker.add_jobs(array(
@@ -115,6 +128,10 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   hasProvider: boolean;
   /** Whether the project suppresses any address at all; if not, no recipient needs checking. */
   hasSuppressions: boolean;
+  trackOpens: boolean | null;
+  trackClicks: boolean | null;
+  /** The tracking settings of the sender's domain, when the project has that domain. */
+  domainTracking: DomainTracking | null;
 };
 
 /**
@@ -146,7 +163,12 @@ export async function claimEmail(
     returning id, project_id, attempt_count, from_address, to_addresses, cc_addresses, bcc_addresses,
       reply_to_addresses, subject, html, text, headers, attachments, message_id_header, lease_owner, tags,
       exists (select 1 from provider_connections pc where pc.project_id = emails.project_id) as has_provider,
-      exists (select 1 from suppressions s where s.project_id = emails.project_id) as has_suppressions`);
+      exists (select 1 from suppressions s where s.project_id = emails.project_id) as has_suppressions,
+      track_opens, track_clicks,
+      -- The sender's domain is after the last @ of the validated From mailbox.
+      (select json_build_object('openTracking', d.open_tracking, 'clickTracking', d.click_tracking, 'trackingDomain', d.tracking_domain)
+       from domains d where d.project_id = emails.project_id
+         and d.value = lower(substring(emails.from_address from '@([^@<>[:space:]]+)>?[[:space:]]*$'))) as domain_tracking`);
   return row;
 }
 

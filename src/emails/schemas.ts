@@ -22,6 +22,8 @@ export const EmailResponse = z
     last_error: z.string().nullable().optional(),
     scheduled_at: z.string().datetime().nullable().optional().openapi({ description: 'When a scheduled email is due; null otherwise.' }),
     tags: z.array(z.object({ name: z.string(), value: z.string() })).optional(),
+    opened_at: z.string().datetime().nullable().optional().openapi({ description: 'The first open recorded (open tracking, or SES\'s own Open events); null until then.' }),
+    clicked_at: z.string().datetime().nullable().optional().openapi({ description: 'The first tracked click; null until then.' }),
   })
   .openapi('EmailResponse');
 
@@ -47,6 +49,8 @@ export type EmailRow = {
   lastError: string | null;
   scheduledAt: Date | null;
   tags: { name: string; value: string }[];
+  openedAt: Date | null;
+  clickedAt: Date | null;
   createdAt: Date;
 };
 
@@ -72,6 +76,8 @@ export function toEmailListItem(row: EmailRow): z.infer<typeof EmailListItem> {
     last_error: row.lastError,
     scheduled_at: iso(row.scheduledAt),
     tags: row.tags,
+    opened_at: iso(row.openedAt),
+    clicked_at: iso(row.clickedAt),
   };
 }
 

@@ -114,6 +114,8 @@ export const SendEmailRequest = z
     attachments: z.array(AttachmentRequest).optional(),
     scheduled_at: ScheduledAt.optional(),
     tags: Tags.optional(),
+    track_opens: z.boolean().optional().openapi({ description: 'Open tracking for this email, overriding the sender domain\'s `open_tracking` (off by default). Needs the domain\'s `tracking_domain` or PUBLIC_BASE_URL, else 422.' }),
+    track_clicks: z.boolean().optional().openapi({ description: 'Click tracking for this email, overriding the sender domain\'s `click_tracking` (off by default). Needs the domain\'s `tracking_domain` or PUBLIC_BASE_URL, else 422.' }),
   })
   .superRefine((body, ctx) => {
     const count = (v: string | string[] | null | undefined) => (v == null ? 0 : typeof v === 'string' ? 1 : v.length);
@@ -149,7 +151,7 @@ export function parseTagFilter(value: string): EmailTag | undefined {
   const [name, tagValue] = value.split(':') as [string, string];
   return { name, value: tagValue };
 }
-export type SendEmail = EmailContent & { scheduledAt: Date | null; tags: EmailTag[] };
+export type SendEmail = EmailContent & { scheduledAt: Date | null; tags: EmailTag[]; trackOpens: boolean | null; trackClicks: boolean | null };
 
 const list = (v: string | string[] | null | undefined) => (v == null ? [] : typeof v === 'string' ? [v] : v);
 const orNull = (s: string | null | undefined) => (present(s) ? s! : null);
@@ -192,6 +194,8 @@ export function parseSendRequest(body: unknown): SendEmail {
     attachments: (b.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.content_type, content: a.content, contentId: a.content_id })),
     scheduledAt: b.scheduled_at ? new Date(b.scheduled_at) : null,
     tags: b.tags ?? [],
+    trackOpens: b.track_opens ?? null,
+    trackClicks: b.track_clicks ?? null,
   };
 }
 

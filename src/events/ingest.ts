@@ -3,7 +3,7 @@ import type { Logger } from '../platform/log.ts';
 import { addSuppressions } from '../suppressions/queries.ts';
 import { normaliseSesEvent } from './normalise.ts';
 import { recordEvent } from './record.ts';
-import { recordEventIngested } from '../platform/metrics.ts';
+import { recordEventIngested, recordTrackingEvent } from '../platform/metrics.ts';
 
 export type IngestOutcome = 'recorded' | 'duplicate' | 'ignored' | 'unknown_email' | 'invalid';
 
@@ -25,6 +25,13 @@ async function markDelivered(tx: TxSql, projectId: string, emailId: string, at: 
   await tx`
     update emails set delivered_at = least(delivered_at, ${at}), updated_at = now()
     where id = ${emailId} and project_id = ${projectId}`;
+}
+
+/** The first open or click is the email's `opened_at` or `clicked_at`; later ones don't move it. */
+async function markEngaged(tx: TxSql, projectId: string, emailId: string, type: 'email.opened' | 'email.clicked', at: Date) {
+  await (type === 'email.opened'
+    ? tx`update emails set opened_at = least(opened_at, ${at}) where id = ${emailId} and project_id = ${projectId}`
+    : tx`update emails set clicked_at = least(clicked_at, ${at}) where id = ${emailId} and project_id = ${projectId}`);
 }
 
 /**
@@ -66,6 +73,10 @@ export async function ingestSesRecord(tx: TxSql, log: Logger, projectId: string,
   if (normalised.deliveredAt) await markDelivered(tx, projectId, emailId, normalised.deliveredAt);
   if (normalised.suppress && normalised.suppress.addresses.length) {
     await addSuppressions(tx, projectId, normalised.suppress.addresses, normalised.suppress.reason, emailId);
+  }
+  if (normalised.engagedAt && (normalised.type === 'email.opened' || normalised.type === 'email.clicked')) {
+    await markEngaged(tx, projectId, emailId, normalised.type, normalised.engagedAt);
+    recordTrackingEvent(normalised.type);
   }
   recordEventIngested(normalised.type);
   log.debug({ projectId, emailId, eventId, type: normalised.type }, 'event recorded');

@@ -15,6 +15,7 @@ import { registerKeyRoutes } from '../keys/routes.ts';
 import { registerWebhookRoutes } from '../webhooks/routes.ts';
 import { registerSnsPushRoute } from '../events/sns-push.ts';
 import { registerUnsubscribeRoutes } from '../unsubscribe/routes.ts';
+import { registerTrackingRoutes } from '../tracking/routes.ts';
 import { registerSinkRoutes } from '../sink/routes.ts';
 import { createResendApp } from '../resend/routes.ts';
 import { registerSuppressionRoutes } from '../suppressions/routes.ts';
@@ -66,6 +67,7 @@ export function createApp(deps: AppDeps) {
     return c.body(await registry.metrics(), 200, { 'content-type': METRICS_CONTENT_TYPE });
   });
   registerUnsubscribeRoutes(app);
+  registerTrackingRoutes(app);
   app.route('/dashboard', createDashboard());
   app.get('/', (c) => c.redirect('/dashboard', 302));
 

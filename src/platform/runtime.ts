@@ -9,6 +9,7 @@ import { startMetricsServer } from './metrics.ts';
 import { reencodeLegacySecrets } from '../webhooks/secret.ts';
 import { createApp } from '../http/app.ts';
 import { closeSinkFeeds } from '../sink/live.ts';
+import { hitsRecorded } from '../tracking/record.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
 import type { WorkerDeps } from '../interfaces.ts';
 
@@ -101,6 +102,8 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
     steps.push(['http', async () => {
       await closeSinkFeeds();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      // Opens and clicks are answered before they are recorded: record those answered before the pool closes.
+      await hitsRecorded();
     }]);
   }
 
