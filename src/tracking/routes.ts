@@ -8,7 +8,7 @@ import { recordHit } from './record.ts';
 import type { Sql } from '../platform/db.ts';
 
 /** A transparent 1×1 GIF, 43 bytes. */
-export const PIXEL = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
+export const PIXEL = Buffer.from('R0lGODlhAQABAIAAAP///wAAACH5BAEAAAAALAAAAAABAAEAAAICRAEAOw==', 'base64');
 
 /**
  * An email's links never change once it is sent, so the click route keeps the last few thousand
