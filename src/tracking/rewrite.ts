@@ -12,11 +12,17 @@ type Element = DefaultTreeAdapterMap['element'];
  * Time is bounded: the parser is fed in chunks, the event loop gets a turn between them, and a
  * document that takes longer than the budget (deep nesting makes some of parse5's tree steps
  * cost in proportion to the depth) is given up and sent untracked. Documents over MAX_HTML_CHARS
- * are not parsed at all.
+ * or MAX_TAGS are not parsed at all.
  */
 export const MAX_HTML_CHARS = 2 * 1024 * 1024;
 export const MAX_TRACKED_LINKS = 2000;
-const CHUNK_CHARS = 32 * 1024;
+/**
+ * Tags at most (counted as `<`, an upper bound): parse5's cost per tag grows with the nesting
+ * depth, so this bounds the worst chunk as MAX_HTML_CHARS bounds the whole. Real mail has a few
+ * thousand.
+ */
+export const MAX_TAGS = 100_000;
+const CHUNK_CHARS = 8 * 1024;
 const DEFAULT_BUDGET_MS = 2000;
 
 export type RewriteOptions = {
@@ -30,7 +36,7 @@ export type RewriteOptions = {
 };
 
 /** The rewritten HTML and the original URL of each tracked link by position, or why it was left untracked. */
-export type Rewritten = { html: string; links: string[] } | { untracked: 'html_too_large' | 'parse_too_slow' | 'too_many_links' };
+export type Rewritten = { html: string; links: string[] } | { untracked: 'html_too_large' | 'too_many_tags' | 'parse_too_slow' | 'too_many_links' };
 
 type Edit = { start: number; end: number; text: string };
 
@@ -50,7 +56,8 @@ export function trackableUrl(href: string): string | undefined {
 /** Feeds the parser a chunk at a time; undefined when the budget ran out first. */
 async function parseWithin(html: string, budgetMs: number) {
   const started = performance.now();
-  const parser = new Parser<DefaultTreeAdapterMap>({ sourceCodeLocationInfo: true });
+  // Mail clients run no scripts, so <noscript> holds markup (and links) as they show it.
+  const parser = new Parser<DefaultTreeAdapterMap>({ sourceCodeLocationInfo: true, scriptingEnabled: false });
   for (let at = 0; at < html.length || at === 0; at += CHUNK_CHARS) {
     const end = Math.min(html.length, at + CHUNK_CHARS);
     parser.tokenizer.write(html.slice(at, end), end >= html.length);
@@ -76,6 +83,10 @@ function* elements(root: Node): Generator<Element> {
 
 export async function rewriteHtml(html: string, options: RewriteOptions): Promise<Rewritten> {
   if (html.length > MAX_HTML_CHARS) return { untracked: 'html_too_large' };
+  let tags = 0;
+  for (let at = html.indexOf('<'); at !== -1; at = html.indexOf('<', at + 1)) {
+    if (++tags > MAX_TAGS) return { untracked: 'too_many_tags' };
+  }
   const document = await parseWithin(html, options.budgetMs ?? DEFAULT_BUDGET_MS);
   if (!document) return { untracked: 'parse_too_slow' };
 
