@@ -25,7 +25,7 @@ const EMAIL = {
   html: `<p>${'Thanks for your order. '.repeat(20)}</p>`,
 };
 
-type WrkRun = {
+export type WrkRun = {
   requests: number;
   seconds: number;
   p50Ms: number;
@@ -41,7 +41,7 @@ type WrkRun = {
  * where wrk reached 30k/s with p99 3–7 ms: at p99, a Node client measures itself.
  * wrk keeps each of its 32 connections busy for `seconds` and reports only completed requests.
  */
-async function wrk(url: string, key: string, seconds: number): Promise<WrkRun> {
+export async function wrk(url: string, key: string, seconds: number): Promise<WrkRun> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'mailroom-bench-'));
   try {
     const script = path.join(dir, 'accept.lua');
@@ -136,7 +136,7 @@ async function pgbench(databaseUrl: string, projectId: string, opts: { script?: 
 }
 
 /** wrk on PATH (Debian's wrk). */
-function wrkBinary(): string {
+export function wrkBinary(): string {
   const found = (process.env.PATH ?? '').split(':').map((d) => path.join(d, 'wrk')).find(existsSync);
   if (!found) throw new Error('wrk not found: install wrk (Debian package wrk)');
   return found;
