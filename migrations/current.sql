@@ -1,10 +1,10 @@
 -- Engagement tracking (opens and clicks) and webhook event filters.
 
--- Per domain, off by default; `tracking_updated_at` keys the worker's cache of the settings.
+-- Per domain, off by default. The send task reads them with the email it claims, so there is
+-- nothing to cache and nothing goes stale.
 alter table domains add column if not exists open_tracking boolean not null default false;
 alter table domains add column if not exists click_tracking boolean not null default false;
 alter table domains add column if not exists tracking_domain text;
-alter table domains add column if not exists tracking_updated_at timestamptz not null default now();
 
 -- A send's own switches (null: the domain decides), the original URLs of the links rewritten at
 -- send time (by position), and the first open and click.

@@ -77,7 +77,7 @@ export async function updateTracking(sql: Sql, projectId: string, id: string, ch
   const click = sql`coalesce(${change.clickTracking ?? null}::boolean, click_tracking)`;
   const host = change.trackingDomain === undefined ? sql`tracking_domain` : sql`${change.trackingDomain}::text`;
   const [row] = await sql<[DomainRow?]>`
-    update domains set open_tracking = ${open}, click_tracking = ${click}, tracking_domain = ${host}, tracking_updated_at = now()
+    update domains set open_tracking = ${open}, click_tracking = ${click}, tracking_domain = ${host}
     where id = ${id} and project_id = ${projectId}
       and (${hasBaseUrl} or ${host} is not null or not (${open} or ${click}))
     returning ${DOMAIN_COLUMNS(sql)}`;

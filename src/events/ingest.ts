@@ -14,10 +14,10 @@ export type IngestOutcome = 'recorded' | 'duplicate' | 'ignored' | 'unknown_emai
  */
 export const ingestCounters = { unknownEmail: 0, ignored: 0, invalid: 0 };
 
-async function findEmailId(tx: TxSql, projectId: string, providerMessageId: string) {
-  const [row] = await tx<[{ id: string }?]>`
-    select id from emails where project_id = ${projectId} and provider_message_id = ${providerMessageId}`;
-  return row?.id;
+async function findEmail(tx: TxSql, projectId: string, providerMessageId: string) {
+  const [row] = await tx<[{ id: string; visible: string[] }?]>`
+    select id, to_addresses || cc_addresses as visible from emails where project_id = ${projectId} and provider_message_id = ${providerMessageId}`;
+  return row;
 }
 
 async function markDelivered(tx: TxSql, projectId: string, emailId: string, at: Date) {
@@ -52,8 +52,9 @@ export async function ingestSesRecord(tx: TxSql, log: Logger, projectId: string,
     return 'ignored';
   }
 
-  const emailId = await findEmailId(tx, projectId, normalised.providerMessageId);
-  if (!emailId) {
+  const email = await findEmail(tx, projectId, normalised.providerMessageId);
+  const emailId = email?.id;
+  if (!email || !emailId) {
     ingestCounters.unknownEmail++;
     log.info(
       { projectId, providerMessageId: normalised.providerMessageId, type: normalised.type, dropped: ingestCounters.unknownEmail },
@@ -62,11 +63,14 @@ export async function ingestSesRecord(tx: TxSql, log: Logger, projectId: string,
     return 'unknown_email';
   }
 
+  // SES names every recipient of an open or click, bcc included; like Mailroom's own tracking,
+  // the event names the visible ones.
+  const engagement = normalised.type === 'email.opened' || normalised.type === 'email.clicked' ? normalised.type : undefined;
   const eventId = await recordEvent(tx, {
     projectId,
     emailId,
     type: normalised.type,
-    data: normalised.data,
+    data: engagement ? { ...normalised.data, to: email.visible } : normalised.data,
     dedupeKey: normalised.dedupeKey,
   });
   if (!eventId) return 'duplicate';
@@ -74,9 +78,9 @@ export async function ingestSesRecord(tx: TxSql, log: Logger, projectId: string,
   if (normalised.suppress && normalised.suppress.addresses.length) {
     await addSuppressions(tx, projectId, normalised.suppress.addresses, normalised.suppress.reason, emailId);
   }
-  if (normalised.engagedAt && (normalised.type === 'email.opened' || normalised.type === 'email.clicked')) {
-    await markEngaged(tx, projectId, emailId, normalised.type, normalised.engagedAt);
-    recordTrackingEvent(normalised.type);
+  if (engagement && normalised.engagedAt) {
+    await markEngaged(tx, projectId, emailId, engagement, normalised.engagedAt);
+    recordTrackingEvent(engagement);
   }
   recordEventIngested(normalised.type);
   log.debug({ projectId, emailId, eventId, type: normalised.type }, 'event recorded');
