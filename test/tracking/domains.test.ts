@@ -83,6 +83,9 @@ test('PATCH /v1/domains/{id}: bad input is 422, unknown or foreign domains 404',
     assert.deepEqual(detail[0]!.loc.slice(0, loc.length), loc, JSON.stringify(detail));
   }
   assert.equal((await patch(t.key, foreign, { click_tracking: false })).status, 404);
+  const { createApiKey } = await import('../../src/keys/service.ts');
+  const sending = await createApiKey(ctx.sql, t.projectId, 'sender', 'sending');
+  assert.equal((await patch(sending.key, id, { click_tracking: false })).status, 403, 'a sending key cannot change a domain');
   assert.equal((await patch(t.key, newId('domain'), { click_tracking: false })).status, 404);
   assert.equal((await patch(t.key, 'dom_nope', { click_tracking: false })).status, 404);
   const doc = (await (await ctx.call(undefined, '/openapi.json')).json()) as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };

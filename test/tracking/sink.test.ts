@@ -173,6 +173,7 @@ test('webhooks: every type to the endpoint without a filter, only clicks to the 
 
 test('tokens that do not verify answer 404, fast, never 5xx, and record nothing', async () => {
   const good = tracked.clickTokens[0]!;
+  assert.equal((await ctx.app.request(`/t/c/${good}`, { method: 'HEAD' })).status, 302, 'the genuine token answers');
   const flip = (s: string, i: number) => s.slice(0, i) + (s[i] === 'A' ? 'B' : 'A') + s.slice(i + 1);
   const bad = [
     flip(good, 0), flip(good, 30), flip(good, good.length - 1), flip(good, good.length - 5),
