@@ -6,11 +6,11 @@ export async function storeTrackedLinks(sql: Sql, projectId: string, emailId: st
   await sql`update emails set tracked_links = ${links}::text[] where id = ${emailId} and project_id = ${projectId}`;
 }
 
-/** The URLs a click on one of the email's links may go to; undefined when the email has none stored. */
-export async function trackedLinks(sql: Sql, projectId: string, emailId: string) {
-  const [row] = await sql<[{ trackedLinks: string[] | null }?]>`
-    select tracked_links from emails where id = ${emailId} and project_id = ${projectId}`;
-  return row?.trackedLinks ?? undefined;
+/** The URL stored for the email's link at `position` (from 0); undefined when there is none. */
+export async function trackedLink(sql: Sql, projectId: string, emailId: string, position: number) {
+  const [row] = await sql<[{ url: string | null }?]>`
+    select tracked_links[${position + 1}::int] as url from emails where id = ${emailId} and project_id = ${projectId}`;
+  return row?.url ?? undefined;
 }
 
 /** One open or click, as the routes saw it. */

@@ -3,7 +3,7 @@ import type { AppEnv } from '../http/context.ts';
 import { newId } from '../platform/ids.ts';
 import { isMachineAgent, storedUserAgent } from '../events/user-agents.ts';
 import { verifyTrackingToken, type TrackingTarget } from './token.ts';
-import { trackedLinks } from './queries.ts';
+import { trackedLink } from './queries.ts';
 import { recordHit } from './record.ts';
 import type { Sql } from '../platform/db.ts';
 
@@ -11,22 +11,23 @@ import type { Sql } from '../platform/db.ts';
 export const PIXEL = Buffer.from('R0lGODlhAQABAIAAAP///wAAACH5BAEAAAAALAAAAAABAAEAAAICRAEAOw==', 'base64');
 
 /**
- * An email's links never change once it is sent, so the click route keeps the last few thousand
- * emails' in memory, keyed by the email id: a campaign's burst of clicks reads each once.
+ * A sent email's links never change, so the click route keeps the last links it looked up in
+ * memory, keyed by project, email and position (immutable): a burst of clicks on one message
+ * reads its link once. Bounded by entries, each one URL.
  */
-const LINK_CACHE_SIZE = 5000;
-const linkCache = new Map<string, string[]>();
+const LINK_CACHE_SIZE = 20_000;
+const linkCache = new Map<string, string>();
 
 async function linkUrl(sql: Sql, target: TrackingTarget): Promise<string | undefined> {
-  const key = `${target.projectId}/${target.emailId}`;
-  let links = linkCache.get(key);
-  if (!links) {
-    links = await trackedLinks(sql, target.projectId, target.emailId);
-    if (!links) return undefined;
+  const key = `${target.projectId}/${target.emailId}/${target.link}`;
+  let url = linkCache.get(key);
+  if (url === undefined) {
+    url = await trackedLink(sql, target.projectId, target.emailId, target.link);
+    if (url === undefined) return undefined;
     if (linkCache.size >= LINK_CACHE_SIZE) linkCache.delete(linkCache.keys().next().value!);
-    linkCache.set(key, links);
+    linkCache.set(key, url);
   }
-  return links[target.link];
+  return url;
 }
 
 const notFound = (c: Context<AppEnv>) => c.body('Not found\n', 404, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' });
