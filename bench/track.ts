@@ -91,6 +91,7 @@ export async function track(ctx: BenchContext): Promise<BenchResult> {
       ceiling_per_s: round(acceptRate),
       ratio: ratio(rate, acceptRate),
       rate_goal: `>= ${RATE_GOAL} of accept`,
+      ceiling_p99_ms: round(accept.p99Ms, 2),
       p50_ms: round(run.p50Ms, 2),
       p99_ms: round(run.p99Ms, 2),
       p99_goal_ms: P99_GOAL_MS,
