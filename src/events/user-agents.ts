@@ -22,7 +22,7 @@ const MACHINE_AGENTS: { name: string; pattern: RegExp }[] = [
   { name: 'Trend Micro', pattern: /Trend ?Micro/i },
   { name: 'Fortinet / Sophos / Zscaler', pattern: /Fortinet|FortiGuard|Sophos|Zscaler/i },
   { name: 'chat and social previews', pattern: /Slackbot|Twitterbot|facebookexternalhit|LinkedInBot|WhatsApp|TelegramBot|Discordbot|SkypeUriPreview|Teams/i },
-  { name: 'crawlers and headless browsers', pattern: /bot\b|crawler|spider|HeadlessChrome|PhantomJS|Googlebot|bingbot/i },
+  { name: 'crawlers and headless browsers', pattern: /[a-z]bot\/|\bbot\b|crawler|spider|HeadlessChrome|PhantomJS/i },
   { name: 'HTTP libraries', pattern: /^(curl|Wget|python-requests|python-urllib|Python|Go-http-client|Java|okhttp|axios|node-fetch|undici|libwww-perl|Apache-HttpClient)\b/i },
 ];
 

@@ -137,6 +137,8 @@ test('machine: image proxies and link scanners on the list, people\'s mail clien
     'Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)',
     'python-requests/2.31.0',
     'curl/8.5.0',
+    'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)',
+    'Mozilla/5.0 (compatible; AhrefsBot/7.0; +http://ahrefs.com/robot/)',
     '',
     undefined,
   ]) assert.equal(isMachineAgent(agent), true, String(agent));
@@ -144,5 +146,6 @@ test('machine: image proxies and link scanners on the list, people\'s mail clien
     'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko)',
     'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36',
     'Mozilla/5.0 (X11; Linux x86_64; rv:115.0) Gecko/20100101 Thunderbird/115.0',
+    'Mozilla/5.0 (Linux; Android 12; Cubot X30) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Mobile Safari/537.36',
   ]) assert.equal(isMachineAgent(agent), false, agent);
 });

@@ -182,17 +182,20 @@ test('tokens that do not verify answer 404, fast, never 5xx, and record nothing'
     '%ZZ', '..%2F..%2Fetc%2Fpasswd', tracked.openToken, `${good.slice(0, -2)}==`,
   ];
   const [{ n: before }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from events where project_id = ${projectId}`;
+  const took: number[] = [];
   for (const token of bad) {
     for (const route of ['c', 'o']) {
       if (route === 'o' && token === tracked.openToken) continue;
       const started = performance.now();
       const res = await ctx.app.request(`/t/${route}/${token}`);
-      const took = performance.now() - started;
+      took.push(performance.now() - started);
       assert.ok(res.status === 404, `${route} ${token.slice(0, 40)}: ${res.status}`);
       assert.equal(res.headers.get('location'), null);
-      assert.ok(took < 50, `answered in ${took.toFixed(1)} ms`);
     }
   }
+  // Refused before any query: fast even on a busy machine.
+  took.sort((a, b) => a - b);
+  assert.ok(took[Math.floor(took.length / 2)]! < 10 && took.at(-1)! < 250, `median ${took[Math.floor(took.length / 2)]!.toFixed(1)} ms, max ${took.at(-1)!.toFixed(1)} ms`);
   await new Promise((r) => setTimeout(r, 200));
   const [{ n: after }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from events where project_id = ${projectId}`;
   assert.equal(after, before);
