@@ -154,6 +154,19 @@ test('the first open and click stay the email\'s opened_at and clicked_at', asyn
   assert.deepEqual(after, before);
 });
 
+test('a burst of opens is recorded through the group commit: many opens share a transaction', async () => {
+  const { id, caught } = await send({ track_opens: true });
+  const token = pixel.exec(caught.html)![1]!;
+  const answers = await Promise.all(Array.from({ length: 60 }, () => ctx.app.request(`/t/o/${token}`)));
+  assert.ok(answers.every((r) => r.status === 200));
+  const rows = await waitFor('the 60 opens', async () => {
+    const r = await ctx.sql<{ tx: string }[]>`select xmin::text as tx from events where email_id = ${id} and project_id = ${projectId} and type = 'email.opened'`;
+    return r.length === 60 && r;
+  });
+  const transactions = new Set(rows.map((r) => r.tx)).size;
+  assert.ok(transactions <= 10, `60 opens in ${transactions} transactions`);
+});
+
 test('webhooks: every type to the endpoint without a filter, only clicks to the one filtered on email.clicked', async () => {
   const typesAt = (path: string) => receiver.requests.filter((r) => r.path === path && JSON.parse(r.body.toString()).email_id === tracked.id)
     .map((r) => String(r.headers['x-webhook-event-type']));
