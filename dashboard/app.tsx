@@ -14,6 +14,7 @@ import { registerEmailRoutes } from './routes/emails.tsx';
 import { registerInboxRoutes } from './routes/inbox.tsx';
 import { registerOverviewRoutes } from './routes/overview.tsx';
 import { registerSuppressionRoutes } from './routes/suppressions.tsx';
+import { registerTemplateRoutes } from './routes/templates.tsx';
 import { registerAssetRoutes } from './routes/assets.ts';
 import { currentSession } from './session.ts';
 import { readBoundedBody } from '../src/http/body.ts';
@@ -101,6 +102,7 @@ export function createDashboard() {
   registerEmailRoutes(app);
   registerInboxRoutes(app);
   registerSuppressionRoutes(app);
+  registerTemplateRoutes(app);
   registerWebhookRoutes(app);
   registerDomainRoutes(app);
   registerKeyRoutes(app);

@@ -15,6 +15,7 @@ th,td{border:1px solid #dde1e8;padding:.35rem .5rem;text-align:left;vertical-ali
 th{background:#eef1f5}
 pre{background:#fff;border:1px solid #dde1e8;padding:.6rem;overflow:auto;max-height:28rem;white-space:pre-wrap;word-break:break-all}
 input[type=text],input[type=email],input[type=password],input[type=url]{padding:.35rem;min-width:18rem}
+textarea{font:13px/1.4 ui-monospace,monospace;width:100%;max-width:60rem}
 button{padding:.3rem .7rem;cursor:pointer}
 form.inline{display:inline}
 .error{background:#fde8e8;border:1px solid #e0a0a0;padding:.5rem .7rem}
@@ -63,6 +64,7 @@ const PROJECT_PAGES = [
   ['', 'Overview'],
   ['/emails', 'Emails'],
   ['/inbox', 'Inbox'],
+  ['/templates', 'Templates'],
   ['/suppressions', 'Suppressions'],
   ['/webhooks', 'Webhooks'],
   ['/domains', 'Domains'],

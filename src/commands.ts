@@ -12,10 +12,11 @@ import { toDomainResponse } from './domains/schemas.ts';
 import { createEndpoint, parseEventTypes, updateEndpoint } from './webhooks/service.ts';
 import { toEndpointResponse } from './webhooks/schemas.ts';
 import { reencodeLegacySecrets } from './webhooks/secret.ts';
+import { TEMPLATE_COMMANDS } from './templates/commands.ts';
 
 export type CommandContext = { config: Config; sql: () => Sql };
 type Options = Record<string, { type: 'string' | 'boolean' }>;
-type Command = {
+export type Command = {
   usage: string;
   options?: Options;
   run(ctx: CommandContext, values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<unknown>;
@@ -153,6 +154,7 @@ export const COMMANDS: Record<string, Command> = {
       return disconnectProvider(ctx.sql(), required(v, 'project', this.usage));
     },
   },
+  ...TEMPLATE_COMMANDS,
 };
 
 /** Finds the longest command name the arguments start with, and parses the rest. */

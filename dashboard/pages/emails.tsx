@@ -85,6 +85,9 @@ export function EmailPage(props: Base & {
           <tr><th>Provider message id</th><td>{e.providerMessageId ? <code>{e.providerMessageId}</code> : '—'}</td></tr>
           {e.lastError && <tr><th>Last error</th><td>{e.lastError}</td></tr>}
           {e.tags.length > 0 && <tr><th>Tags</th><td>{tagText(e.tags)}</td></tr>}
+          {e.templateId && (
+            <tr><th>Template</th><td><a id="template-link" href={`${p}/templates/${e.templateId}`}><code>{e.templateId}</code></a> version {e.templateVersion}</td></tr>
+          )}
           <tr>
             <th>Caught copy</th>
             <td>{props.caughtMessageId

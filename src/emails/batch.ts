@@ -1,9 +1,10 @@
 import { ValidationError, type ValidationDetail } from '../http/errors.ts';
-import type { Config } from '../platform/config.ts';
 import { newId } from '../platform/ids.ts';
 import { assertMessageSize } from './message-size.ts';
 import type { NewEmail } from './queries.ts';
-import { parseSendRequest, type SendEmail } from './validate.ts';
+import { parseSendRequest, type ParsedSend } from './validate.ts';
+import { renderSend } from './template-send.ts';
+import type { SendDeps } from './service.ts';
 
 export const MAX_BATCH = 100;
 
@@ -21,7 +22,7 @@ async function underIndex<T>(index: number, check: () => T | Promise<T>): Promis
  * Validates a batch all or nothing: every item as a single send would be, sizes included. One bad
  * item fails the whole batch with every problem found, each `loc` starting `["body", i, …]`.
  */
-export async function parseBatch(body: unknown, projectId: string, config: Config): Promise<{ sends: SendEmail[]; emails: NewEmail[] }> {
+export async function parseBatch(deps: SendDeps, body: unknown, projectId: string): Promise<{ sends: ParsedSend[]; emails: NewEmail[] }> {
   if (!Array.isArray(body)) throw new ValidationError([{ loc: ['body'], msg: 'The body must be a JSON array of send requests', type: 'list_type' }]);
   if (body.length === 0 || body.length > MAX_BATCH) {
     throw new ValidationError([{
@@ -30,13 +31,15 @@ export async function parseBatch(body: unknown, projectId: string, config: Confi
     }]);
   }
   const problems: ValidationDetail[] = [];
-  const sends: SendEmail[] = [];
+  const sends: ParsedSend[] = [];
   const emails: NewEmail[] = [];
   for (const [i, item] of body.entries()) {
     const send = await underIndex(i, () => parseSendRequest(item));
     if (Array.isArray(send)) { problems.push(...send); continue; }
-    const email = { id: newId('email'), projectId, ...send };
-    const sized = await underIndex(i, () => assertMessageSize(send, email.id, projectId, config));
+    const ready = await underIndex(i, () => renderSend(deps, projectId, send));
+    if (Array.isArray(ready)) { problems.push(...ready); continue; }
+    const email = { id: newId('email'), projectId, ...ready };
+    const sized = await underIndex(i, () => assertMessageSize(ready, email.id, projectId, deps.config));
     if (Array.isArray(sized)) { problems.push(...sized); continue; }
     sends.push(send);
     emails.push(email);

@@ -1,7 +1,7 @@
 import { ApiError } from '../http/errors.ts';
 import { sha256 } from '../platform/crypto.ts';
 import type { Sql, TxSql } from '../platform/db.ts';
-import type { SendEmail } from './validate.ts';
+import type { ParsedSend } from './validate.ts';
 
 export type Accepted = { emailIds: string[]; replayed: boolean };
 
@@ -9,7 +9,7 @@ export type Accepted = { emailIds: string[]; replayed: boolean };
  * SHA-256 of the validated request in a fixed order, so whitespace, key order and
  * `"to": "a"` versus `"to": ["a"]` don't make the same send look like a different one.
  */
-export function fingerprint(send: SendEmail): Buffer {
+export function fingerprint(send: ParsedSend): Buffer {
   const headers = Object.entries(send.headers).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return sha256(JSON.stringify([
     send.from, send.to, send.cc, send.bcc, send.replyTo, send.subject, send.html, send.text, headers,
@@ -18,11 +18,13 @@ export function fingerprint(send: SendEmail): Buffer {
     send.tags.map((t) => [t.name, t.value]),
     // Only when given, so the fingerprints of sends without them are what they always were.
     ...(send.trackOpens !== null || send.trackClicks !== null ? [[send.trackOpens, send.trackClicks]] : []),
+    // The template as asked for, not as rendered: a repeat after a publish is still a repeat.
+    ...(send.template ? [[send.template.id, Object.entries(send.template.variables).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)), send.template.overrides]] : []),
   ]));
 }
 
 /** The fingerprint of a whole batch: its items' in order, marked so no single send can match it. */
-export function batchFingerprint(items: SendEmail[]): Buffer {
+export function batchFingerprint(items: ParsedSend[]): Buffer {
   return sha256(Buffer.concat([Buffer.from('batch'), ...items.map(fingerprint)]));
 }
 

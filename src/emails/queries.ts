@@ -7,7 +7,7 @@ import type { DomainTracking } from '../interfaces.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
-  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, opened_at, clicked_at, created_at`;
+  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, opened_at, clicked_at, created_at, template_id, template_version`;
 
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[EmailWithBodies?]>`
@@ -47,6 +47,8 @@ export type NewEmail = EmailContent & {
   /** The send's own tracking switches; null leaves it to the sender's domain. */
   trackOpens?: boolean | null;
   trackClicks?: boolean | null;
+  /** The template version it was rendered from, if any. */
+  template?: { id: string; version: number } | null;
 };
 
 /** An attachment as the `attachments` column holds it. */
@@ -81,20 +83,22 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     tags: e.tags ?? [],
     track_opens: e.trackOpens ?? null,
     track_clicks: e.trackClicks ?? null,
+    template_id: e.template?.id ?? null,
+    template_version: e.template?.version ?? null,
   }));
   await tx`
     with inserted as (
       insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
                           reply_to_addresses, subject, html, text, headers, attachments, scheduled_at, tags,
-                          track_opens, track_clicks)
+                          track_opens, track_clicks, template_id, template_version)
       select r.id, r.project_id, case when r.scheduled_at > now() then 'scheduled' else 'queued' end,
              r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
              r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments,
-             case when r.scheduled_at > now() then r.scheduled_at end, r.tags, r.track_opens, r.track_clicks
+             case when r.scheduled_at > now() then r.scheduled_at end, r.tags, r.track_opens, r.track_clicks, r.template_id, r.template_version
       from jsonb_to_recordset(${tx.json(rows)}) as r(
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
         reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb,
-        track_opens boolean, track_clicks boolean)
+        track_opens boolean, track_clicks boolean, template_id text, template_version integer)
       returning id, project_id, scheduled_at
     )
     select count(*) from graphile_worker.add_jobs(array(

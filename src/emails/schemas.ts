@@ -24,6 +24,8 @@ export const EmailResponse = z
     tags: z.array(z.object({ name: z.string(), value: z.string() })).optional(),
     opened_at: z.string().datetime().nullable().optional().openapi({ description: 'The first open recorded (open tracking, or SES\'s own Open events); null until then.' }),
     clicked_at: z.string().datetime().nullable().optional().openapi({ description: 'The first tracked click; null until then.' }),
+    template: z.object({ id: z.string(), version: z.number().int() }).nullable().optional()
+      .openapi({ description: 'The template and published version the email was rendered from; null when it was not.' }),
   })
   .openapi('EmailResponse');
 
@@ -52,6 +54,8 @@ export type EmailRow = {
   openedAt: Date | null;
   clickedAt: Date | null;
   createdAt: Date;
+  templateId: string | null;
+  templateVersion: number | null;
 };
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -78,6 +82,7 @@ export function toEmailListItem(row: EmailRow): z.infer<typeof EmailListItem> {
     tags: row.tags,
     opened_at: iso(row.openedAt),
     clicked_at: iso(row.clickedAt),
+    template: row.templateId ? { id: row.templateId, version: row.templateVersion! } : null,
   };
 }
 

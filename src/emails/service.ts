@@ -6,7 +6,8 @@ import { parseBatch } from './batch.ts';
 import { acceptOnce, batchFingerprint, findReplay, fingerprint, type Accepted } from './idempotency.ts';
 import { assertMessageSize } from './message-size.ts';
 import * as q from './queries.ts';
-import { parseSendRequest, type SendEmail } from './validate.ts';
+import { parseSendRequest, type ParsedSend, type SendEmail } from './validate.ts';
+import { renderSend, type TemplateRenderer } from './template-send.ts';
 import { ValidationError, type ValidationDetail } from '../http/errors.ts';
 import { bareAddress } from '../suppressions/address.ts';
 import { trackingDomainOf } from '../domains/queries.ts';
@@ -15,17 +16,19 @@ import { trackingDomainOf } from '../domains/queries.ts';
  * Sending, as every API surface does it (`/v1` and the Resend-compatible `/resend`): validation,
  * the size limit, idempotency, and the write with its job. Callers only translate.
  */
-export type SendDeps = { config: Config; sql: Sql };
+export type SendDeps = { config: Config; sql: Sql; renderTemplate?: TemplateRenderer };
 
-const statusOf = (send: SendEmail, now = Date.now()) =>
+const statusOf = (send: ParsedSend, now = Date.now()) =>
   send.scheduledAt && send.scheduledAt.getTime() > now ? 'scheduled' as const : 'queued' as const;
 
+type TrackableSend = Pick<SendEmail, 'from'> & { trackOpens?: boolean | null; trackClicks?: boolean | null };
+
 /**
- * A send that switches tracking on needs a base for its links: the sender domain's
+ * A send (as rendered, so `from` is final) that switches tracking on needs a base for its links: the sender domain's
  * `tracking_domain`, or PUBLIC_BASE_URL. Without either it is refused (§15.1). The domain is read
  * only for such sends on an instance without PUBLIC_BASE_URL.
  */
-async function assertTrackable(deps: SendDeps, projectId: string, sends: SendEmail[], at: (i: number) => (string | number)[]) {
+async function assertTrackable(deps: SendDeps, projectId: string, sends: TrackableSend[], at: (i: number) => (string | number)[]) {
   if (deps.config.publicBaseUrl) return;
   const problems: ValidationDetail[] = [];
   for (const [i, send] of sends.entries()) {
@@ -48,31 +51,38 @@ async function assertTrackable(deps: SendDeps, projectId: string, sends: SendEma
 export async function sendEmail(deps: SendDeps, projectId: string, idempotencyKey: string | undefined, body: unknown) {
   const { config, sql } = deps;
   const send = parseSendRequest(body);
-  await assertTrackable(deps, projectId, [send], () => ['body']);
   let accepted: Accepted;
   if (idempotencyKey === undefined) {
     const id = newId('email');
-    await assertMessageSize(send, id, projectId, config);
-    accepted = { emailIds: [await acceptQueued(sql, { id, projectId, ...send })], replayed: false };
+    const ready = await renderSend(deps, projectId, send);
+    await assertTrackable(deps, projectId, [ready], () => ['body']);
+    await assertMessageSize(ready, id, projectId, config);
+    accepted = { emailIds: [await acceptQueued(sql, { id, projectId, ...ready })], replayed: false };
   } else {
     // Hashing the whole message is only needed to recognise a repeat under the same key.
     const print = fingerprint(send);
     const replay = await findReplay(sql, projectId, idempotencyKey, print);
     const id = newId('email');
-    if (!replay) await assertMessageSize(send, id, projectId, config);
-    accepted = replay ?? await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
-      await q.insertQueuedEmails(tx, [{ id, projectId, ...send }]);
-      return [id];
-    });
+    if (replay) {
+      accepted = replay;
+    } else {
+      const ready = await renderSend(deps, projectId, send);
+      await assertTrackable(deps, projectId, [ready], () => ['body']);
+      await assertMessageSize(ready, id, projectId, config);
+      accepted = await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
+        await q.insertQueuedEmails(tx, [{ id, projectId, ...ready }]);
+        return [id];
+      });
+    }
   }
   return { id: accepted.emailIds[0]!, status: statusOf(send), replayed: accepted.replayed };
 }
 
 /** A batch from a parsed JSON body, all or nothing, in one transaction. */
 export async function sendBatch(deps: SendDeps, projectId: string, idempotencyKey: string | undefined, body: unknown) {
-  const { config, sql } = deps;
-  const { sends, emails } = await parseBatch(body, projectId, config);
-  await assertTrackable(deps, projectId, sends, (i) => ['body', i]);
+  const { sql } = deps;
+  const { sends, emails } = await parseBatch(deps, body, projectId);
+  await assertTrackable(deps, projectId, emails, (i) => ['body', i]);
   const print = batchFingerprint(sends);
   const accepted = (idempotencyKey === undefined ? undefined : await findReplay(sql, projectId, idempotencyKey, print))
     ?? await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {

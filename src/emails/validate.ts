@@ -13,9 +13,9 @@ const issue = (type: string, message: string, ctx?: Record<string, unknown>) => 
 // PostgreSQL refuses NUL in text and unpaired surrogates in jsonb; refusing them here keeps a
 // stray byte from ever reaching the database as a 500.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const text = () => z.string().refine((s) => !s.includes('\0') && !LONE_SURROGATE.test(s), issue('string_invalid', 'String must not contain NUL or unpaired surrogate characters'));
+export const text = () => z.string().refine((s) => !s.includes('\0') && !LONE_SURROGATE.test(s), issue('string_invalid', 'String must not contain NUL or unpaired surrogate characters'));
 
-const mailbox = (max: number) =>
+export const mailbox = (max: number) =>
   text()
     .max(max)
     .refine(isMailbox, issue('value_error', 'Not a valid email address: expected one RFC 5322 mailbox such as "Name <user@example.com>"'))
@@ -100,11 +100,27 @@ export const ScheduledAt = z
   .refine((s) => Date.parse(s) <= Date.now() + MAX_SCHEDULE_DAYS * 86_400_000, issue('datetime_too_late', `scheduled_at may be at most ${MAX_SCHEDULE_DAYS} days ahead`, { max_days: MAX_SCHEDULE_DAYS }))
   .openapi({ description: 'Send later: an ISO 8601 date-time with an offset, at most 30 days ahead. A time in the past sends at once.', example: '2026-05-04T09:00:00Z' });
 
+/** At most this many variables in one send; a template declares at most as many. */
+export const MAX_TEMPLATE_VARIABLES = 100;
+
+const TemplateRef = z
+  .object({
+    id: z.string().min(1).max(100).openapi({ description: 'The template\'s id (`tmpl_…`) or its alias.', example: 'welcome' }),
+    variables: z.record(z.string().max(64), z.unknown())
+      .refine((v) => Object.keys(v).length <= MAX_TEMPLATE_VARIABLES, issue('too_long', `At most ${MAX_TEMPLATE_VARIABLES} variables`, { max_length: MAX_TEMPLATE_VARIABLES }))
+      .optional()
+      .openapi({ description: 'A value for each declared variable: a string or a number, as declared. A missing one takes its `fallback_value`.', example: { name: 'Ann' } }),
+  })
+  .strict()
+  .openapi('SendTemplateRef', { description: 'Send with a published template (§14) instead of `subject`, `html` and `text`. `from`, `subject` and `reply_to` given here override the template\'s.' });
+
+export type TemplateRef = { id: string; variables: Record<string, unknown> };
+
 export const SendEmailRequest = z
   .object({
-    from: mailbox(320).openapi({ description: 'Sender, max 320 characters; may carry a display name.', example: 'Acme <billing@acme.example>' }),
+    from: mailbox(320).optional().openapi({ description: 'Sender, max 320 characters; may carry a display name. Required unless the template gives one.', example: 'Acme <billing@acme.example>' }),
     to: recipients('Recipients (at least one)', 1),
-    subject: text().max(998).openapi({ example: 'Your invoice' }),
+    subject: text().max(998).optional().openapi({ description: 'Required unless the template gives one.', example: 'Your invoice' }),
     html: text().nullable().optional(),
     text: text().nullable().optional(),
     cc: recipients('Visible copies').nullable().optional(),
@@ -116,12 +132,23 @@ export const SendEmailRequest = z
     tags: Tags.optional(),
     track_opens: z.boolean().optional().openapi({ description: 'Open tracking for this email, overriding the sender domain\'s `open_tracking` (off by default). Needs the domain\'s `tracking_domain` or PUBLIC_BASE_URL, else 422.' }),
     track_clicks: z.boolean().optional().openapi({ description: 'Click tracking for this email, overriding the sender domain\'s `click_tracking` (off by default). Needs the domain\'s `tracking_domain` or PUBLIC_BASE_URL, else 422.' }),
+    template: TemplateRef.optional(),
   })
   .superRefine((body, ctx) => {
     const count = (v: string | string[] | null | undefined) => (v == null ? 0 : typeof v === 'string' ? 1 : v.length);
     const total = count(body.to) + count(body.cc) + count(body.bcc);
     if (total > MAX_RECIPIENTS) {
       ctx.addIssue({ code: 'custom', path: [], ...issue('too_many_recipients', `At most ${MAX_RECIPIENTS} recipients in to, cc and bcc together`, { max_recipients: MAX_RECIPIENTS, count: total }) });
+    }
+    if (body.template) {
+      // The template is the content; a request's own html or text would be silently dropped.
+      for (const part of ['html', 'text'] as const) {
+        if (body[part] != null) ctx.addIssue({ code: 'custom', path: [part], ...issue('template_conflict', `Give ${part} through the template, or send without a template`) });
+      }
+      return;
+    }
+    for (const field of ['from', 'subject'] as const) {
+      if (body[field] === undefined) ctx.addIssue({ code: 'custom', path: [field], ...issue('missing', 'Field required') });
     }
     if (!present(body.html) && !present(body.text)) ctx.addIssue({ code: 'custom', path: [], ...issue('missing_content', 'Provide html, text or both') });
   })
@@ -153,6 +180,12 @@ export function parseTagFilter(value: string): EmailTag | undefined {
 }
 export type SendEmail = EmailContent & { scheduledAt: Date | null; tags: EmailTag[]; trackOpens: boolean | null; trackClicks: boolean | null };
 
+/**
+ * A request as validated, before its template (if any) is rendered: with a template, `from` and
+ * `subject` are the request's overrides (empty when not given) and there is no content yet.
+ */
+export type ParsedSend = SendEmail & { template: (TemplateRef & { overrides: { from?: string; subject?: string; replyTo?: string[] } }) | null };
+
 const list = (v: string | string[] | null | undefined) => (v == null ? [] : typeof v === 'string' ? [v] : v);
 const orNull = (s: string | null | undefined) => (present(s) ? s! : null);
 
@@ -177,17 +210,17 @@ function explainUnions(issues: Issue[]): Issue[] {
 }
 
 /** Validates a parsed JSON body; throws the spec's 422 with every problem found. */
-export function parseSendRequest(body: unknown): SendEmail {
+export function parseSendRequest(body: unknown): ParsedSend {
   const parsed = SendEmailRequest.safeParse(body);
   if (!parsed.success) throw validationErrorFromZod(new z.ZodError(explainUnions(parsed.error.issues)), 'json');
   const b = parsed.data;
   return {
-    from: b.from,
+    from: b.from ?? '',
     to: list(b.to),
     cc: list(b.cc),
     bcc: list(b.bcc),
     replyTo: list(b.reply_to),
-    subject: b.subject,
+    subject: b.subject ?? '',
     html: orNull(b.html),
     text: orNull(b.text),
     headers: b.headers ?? {},
@@ -196,6 +229,9 @@ export function parseSendRequest(body: unknown): SendEmail {
     tags: b.tags ?? [],
     trackOpens: b.track_opens ?? null,
     trackClicks: b.track_clicks ?? null,
+    template: b.template
+      ? { id: b.template.id, variables: b.template.variables ?? {}, overrides: { from: b.from, subject: b.subject, replyTo: b.reply_to != null ? list(b.reply_to) : undefined } }
+      : null,
   };
 }
 

@@ -19,10 +19,15 @@ import { registerTrackingRoutes } from '../tracking/routes.ts';
 import { registerSinkRoutes } from '../sink/routes.ts';
 import { createResendApp } from '../resend/routes.ts';
 import { registerSuppressionRoutes } from '../suppressions/routes.ts';
+import { registerTemplateRoutes } from '../templates/routes.ts';
+import { registerResendTemplateRoutes } from '../templates/resend-routes.ts';
+import { renderForSend } from '../templates/service.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
-export function createApp(deps: AppDeps) {
+export function createApp(given: AppDeps) {
+  // Sends render templates at accept time; the emails capability only knows the interface.
+  const deps: AppDeps = { ...given, renderTemplate: given.renderTemplate ?? renderForSend };
   const app = new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
       if (!result.success) throw validationErrorFromZod(result.error, result.target);
@@ -74,7 +79,7 @@ export function createApp(deps: AppDeps) {
   const auth = requireApiKey(keyUseRecorder(deps.sql));
   app.use('/v1/*', async (c, next) => (c.req.path === '/v1/events/ses' ? next() : auth(c, next)));
   // Resend's API, for applications switching with only RESEND_BASE_URL; not in the schema.
-  app.route('/resend', createResendApp(auth));
+  app.route('/resend', createResendApp(auth, registerResendTemplateRoutes));
 
   registerEmailRoutes(app);
   registerDomainRoutes(app);
@@ -82,6 +87,7 @@ export function createApp(deps: AppDeps) {
   registerWebhookRoutes(app);
   registerSinkRoutes(app);
   registerSuppressionRoutes(app);
+  registerTemplateRoutes(app);
   if (deps.config.eventIngestion === 'https') registerSnsPushRoute(app);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {

@@ -4,6 +4,7 @@ import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { SnsFetch } from '../events/sns-fetch.ts';
+import type { TemplateRenderer } from '../emails/template-send.ts';
 
 /** Everything a request handler may touch; built once per process by the entry point. */
 export type AppDeps = {
@@ -14,6 +15,8 @@ export type AppDeps = {
   redis?: Redis;
   /** SNS certificate and confirmation fetches for HTTPS push; the real one when unset. */
   snsFetch?: SnsFetch;
+  /** Renders a send's template at accept time (src/templates); wired in by createApp. */
+  renderTemplate?: TemplateRenderer;
 };
 
 export type AppEnv = {

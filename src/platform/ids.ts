@@ -28,6 +28,8 @@ export const ID_PREFIX = {
   event: 'evt_',
   sinkMessage: 'msg_',
   owner: 'usr_',
+  template: 'tmpl_',
+  templateVersion: 'tmplv_',
 } as const;
 
 /** Prefix + a 26-character ULID: lexical order is creation order, which cursor paging uses. */

@@ -1,4 +1,6 @@
 import { Hono, type MiddlewareHandler } from 'hono';
+import type { SendDeps } from '../emails/service.ts';
+import { renderSend } from '../emails/template-send.ts';
 import type { AppEnv } from '../http/context.ts';
 import { readJsonBody } from '../http/body.ts';
 import { ApiError, ValidationError, type ValidationDetail } from '../http/errors.ts';
@@ -20,10 +22,10 @@ const emailId = (value: string | undefined) => {
 };
 
 /** One item of a permissive batch checked alone: its 422 as one message, or nothing. */
-async function problemOf(item: unknown, index: number, projectId: string, config: AppEnv['Variables']['deps']['config']) {
+async function problemOf(item: unknown, index: number, projectId: string, deps: SendDeps) {
   try {
-    const send = parseSendRequest(fromResendEmail(item));
-    await assertMessageSize(send, 'email_check', projectId, config);
+    const send = await renderSend(deps, projectId, parseSendRequest(fromResendEmail(item)));
+    await assertMessageSize(send, 'email_check', projectId, deps.config);
     return undefined;
   } catch (err) {
     if (!(err instanceof ValidationError)) throw err;
@@ -35,7 +37,7 @@ async function problemOf(item: unknown, index: number, projectId: string, config
  * The Resend-compatible API at `/resend`: point the official SDK's `RESEND_BASE_URL` here and use
  * a Mailroom key. Same keys, projects, limits and idempotency as `/v1`; Resend's shapes and errors.
  */
-export function createResendApp(auth: MiddlewareHandler<AppEnv>) {
+export function createResendApp(auth: MiddlewareHandler<AppEnv>, extend: (app: Hono<AppEnv>) => void = () => {}) {
   const app = new Hono<AppEnv>();
   app.onError((err, c) => toResendError(err, c, (e) => c.var.deps.log.error({ err: e, requestId: c.var.requestId }, 'unhandled error under /resend')));
   app.notFound((c) => resendError(c, 'not_found', 'Route not found.'));
@@ -43,6 +45,9 @@ export function createResendApp(auth: MiddlewareHandler<AppEnv>) {
     if (!c.req.header('authorization')) return resendError(c, 'missing_api_key', 'Missing API key in the authorization header.');
     return auth(c, next);
   });
+
+  // Routes of newer capabilities (templates), wired in by the app so this folder never imports them.
+  extend(app);
 
   app.post('/emails', async (c) => {
     const { config } = c.var.deps;
@@ -61,7 +66,7 @@ export function createResendApp(auth: MiddlewareHandler<AppEnv>) {
       return c.json({ data: sent.data.map((d) => ({ id: d.id })) }, 200);
     }
     // Permissive: the valid emails are sent, and each invalid one is reported by its index.
-    const errors = (await Promise.all(body.map((item, i) => problemOf(item, i, c.var.projectId, config)))).filter((e) => e !== undefined);
+    const errors = (await Promise.all(body.map((item, i) => problemOf(item, i, c.var.projectId, c.var.deps)))).filter((e) => e !== undefined);
     const failed = new Set(errors.map((e) => e.index));
     const valid = body.filter((_, i) => !failed.has(i)).map((item) => fromResendEmail(item));
     const data = valid.length ? (await sendBatch(c.var.deps, c.var.projectId, key, valid)).data.map((d) => ({ id: d.id })) : [];

@@ -7,11 +7,10 @@ import type { EmailEnvelopeRow } from '../emails/queries.ts';
  */
 
 /** Fields of a Resend send that Mailroom takes; anything else present is refused by name. */
-const SUPPORTED = new Set(['from', 'to', 'cc', 'bcc', 'reply_to', 'subject', 'html', 'text', 'headers', 'attachments', 'tags', 'scheduled_at']);
+const SUPPORTED = new Set(['from', 'to', 'cc', 'bcc', 'reply_to', 'subject', 'html', 'text', 'headers', 'attachments', 'tags', 'scheduled_at', 'template']);
 const ATTACHMENT_FIELDS = new Set(['content', 'filename', 'content_type', 'content_id']);
 /** Fields Resend has that Mailroom deliberately does not, with what to do instead. */
 const REFUSED: Record<string, string> = {
-  template: 'templates are not supported; render the html yourself',
   topic_id: 'topics are not supported; manage unsubscribes with suppressions',
 };
 

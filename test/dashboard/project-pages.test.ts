@@ -32,10 +32,10 @@ const catchMessage = (projectId: string, subject: string, extra: { emailId?: str
 test('every project page links to the others, and the project list opens the overview', async () => {
   const home = await b.get('/dashboard');
   assert.match(home.text, new RegExp(`href="${P}"`));
-  for (const path of ['', '/emails', '/inbox', '/suppressions', '/webhooks', '/domains', '/keys']) {
+  for (const path of ['', '/emails', '/inbox', '/templates', '/suppressions', '/webhooks', '/domains', '/keys']) {
     const page = await b.get(`${P}${path}`);
     assert.equal(page.res.status, 200, path);
-    for (const link of ['', '/emails', '/inbox', '/suppressions', '/webhooks', '/domains', '/keys']) {
+    for (const link of ['', '/emails', '/inbox', '/templates', '/suppressions', '/webhooks', '/domains', '/keys']) {
       assert.ok(page.text.includes(`href="${P}${link}"`), `${path || '/'} links to ${link || 'the overview'}`);
     }
   }

@@ -127,7 +127,7 @@ test('errors come back with Resend\'s names, never Mailroom\'s shape', async () 
   assert.equal(restricted.error?.name, 'restricted_api_key');
   assert.equal((await new Resend(sender.key).emails.send({ ...base, to: 'a@example.net', text: 'x' })).error, null, 'a sending key sends');
   assert.equal((await resend.emails.get('email_01ARZ3NDEKTSV4RRFFQ69G5FAV')).error?.name, 'not_found');
-  for (const [field, extra] of [['template', { template: { id: 'tpl_1' } }], ['topic_id', { topicId: 'topic_1' }]] as const) {
+  for (const [field, extra] of [['topic_id', { topicId: 'topic_1' }]] as const) {
     const res = await resend.emails.send({ ...base, to: 'a@example.net', text: 'x', ...extra } as never);
     assert.equal(res.error?.name, 'validation_error', field);
     assert.match(res.error!.message, new RegExp(field));
@@ -140,6 +140,122 @@ test('errors come back with Resend\'s names, never Mailroom\'s shape', async () 
   const body = (await raw.json()) as Record<string, unknown>;
   assert.deepEqual(Object.keys(body).sort(), ['message', 'name', 'statusCode']);
   assert.ok(!JSON.stringify(await (await ctx.call(undefined, '/openapi.json')).json()).includes('/resend'), 'not in the schema');
+});
+
+test('templates.create, get, list, update, publish, duplicate and remove in Resend\'s shapes', async () => {
+  const created = await resend.templates.create({
+    name: 'Order shipped', alias: 'order-shipped', subject: 'Order {{{ORDER}}} shipped', from: 'Shop <shop@acme.test>',
+    html: '<p>Hi {{NAME}}, order {{ORDER}} is on its way.</p>', text: 'Hi {{NAME}}', replyTo: 'help@acme.test',
+    variables: [{ key: 'NAME', type: 'string', fallbackValue: 'there' }, { key: 'ORDER', type: 'number' }],
+  });
+  assert.equal(created.error, null, JSON.stringify(created.error));
+  assert.equal(created.data!.object, 'template');
+  assert.match(created.data!.id, /^tmpl_/);
+  const id = created.data!.id;
+
+  const got = await resend.templates.get('order-shipped');
+  assert.equal(got.error, null);
+  const t = got.data!;
+  assert.equal(t.object, 'template');
+  assert.equal(t.id, id);
+  assert.equal(t.status, 'draft');
+  assert.equal(t.alias, 'order-shipped');
+  assert.equal(t.from, 'Shop <shop@acme.test>');
+  assert.deepEqual(t.reply_to, ['help@acme.test']);
+  assert.deepEqual(t.variables!.map((v) => [v.key, v.type, v.fallback_value]), [['NAME', 'string', 'there'], ['ORDER', 'number', null]]);
+  assert.equal(t.has_unpublished_versions, false);
+  assert.match(t.current_version_id, /^tmplv_/);
+
+  const refused = await resend.templates.create({ name: 'Bad', html: '<p>{{UNDECLARED}}</p>' });
+  assert.equal(refused.error?.name, 'validation_error');
+  assert.match(refused.error!.message, /UNDECLARED/);
+
+  const published = await resend.templates.publish(id);
+  assert.deepEqual(published.data, { object: 'template', id });
+  assert.equal((await resend.templates.get(id)).data!.status, 'published');
+
+  const updated = await resend.templates.update(id, { subject: 'Order {{{ORDER}}} left the warehouse' });
+  assert.deepEqual(updated.data, { object: 'template', id });
+  const draft = (await resend.templates.get(id)).data!;
+  assert.equal(draft.has_unpublished_versions, true);
+  assert.notEqual(draft.current_version_id, t.current_version_id, 'an edit after a publish starts a new version');
+
+  const copy = await resend.templates.duplicate(id);
+  assert.equal(copy.error, null);
+  assert.notEqual(copy.data!.id, id);
+  const copied = (await resend.templates.get(copy.data!.id)).data!;
+  assert.equal(copied.status, 'draft');
+  assert.equal(copied.alias, null);
+  assert.equal(copied.subject, 'Order {{{ORDER}}} left the warehouse');
+  // The SDK's chained form: create, then publish the result.
+  const chained = await resend.templates.create({ name: 'Chained', html: '<p>x</p>' }).publish();
+  assert.equal(chained.error, null);
+  assert.equal((await resend.templates.get(chained.data!.id)).data!.status, 'published');
+
+  const page = await resend.templates.list({ limit: 2 });
+  assert.equal(page.error, null);
+  assert.equal(page.data!.object, 'list');
+  assert.deepEqual(page.data!.data.map((x) => x.id), [chained.data!.id, copy.data!.id]);
+  assert.equal(page.data!.has_more, true);
+  const older = await resend.templates.list({ limit: 2, after: copy.data!.id });
+  assert.ok(older.data!.data.some((x) => x.id === id));
+
+  const removed = await resend.templates.remove(copy.data!.id);
+  assert.deepEqual(removed.data, { object: 'template', id: copy.data!.id, deleted: true });
+  assert.equal((await resend.templates.get(copy.data!.id)).error?.name, 'not_found');
+  const sender = await createApiKey(ctx.sql, tenant.projectId, 'template sender', 'sending');
+  assert.equal((await new Resend(sender.key).templates.list()).error?.name, 'restricted_api_key');
+});
+
+test('emails.send({ template }) renders the published version, and the sink catches the rendered message', async () => {
+  const { data: made } = await resend.templates.create({
+    name: 'Receipt', alias: 'receipt', subject: 'Receipt {{NUMBER}}', from: 'Billing <billing@acme.test>',
+    html: '<h1>Thanks {{NAME}}</h1><p>{{NOTE}}</p>', text: 'Thanks {{NAME}}: {{NOTE}}',
+    variables: [{ key: 'NAME', type: 'string' }, { key: 'NUMBER', type: 'number' }, { key: 'NOTE', type: 'string', fallbackValue: 'none' }],
+  });
+  const unpublished = await resend.emails.send({ to: 'ann@example.net', template: { id: 'receipt', variables: { NAME: 'Ann', NUMBER: 1 } } });
+  assert.equal(unpublished.error?.name, 'validation_error');
+  await resend.templates.publish(made!.id);
+
+  const { data, error } = await resend.emails.send({ to: 'ann@example.net', template: { id: 'receipt', variables: { NAME: '<b>Ann</b>&"', NUMBER: 42 } } });
+  assert.equal(error, null, JSON.stringify(error));
+  const [caught] = await waitFor('the sink to catch the templated email', async () => {
+    const rows = await ctx.sql<{ raw: Buffer }[]>`select raw from sink_messages where email_id = ${data!.id}`;
+    return rows.length === 1 && rows;
+  });
+  const parsed = await simpleParser(caught!.raw);
+  assert.equal(parsed.subject, 'Receipt 42');
+  assert.equal(parsed.from?.text, '"Billing" <billing@acme.test>');
+  assert.equal(parsed.html, '<h1>Thanks &lt;b&gt;Ann&lt;/b&gt;&amp;&quot;</h1><p>none</p>');
+  assert.equal(parsed.text?.trim(), 'Thanks <b>Ann</b>&": none');
+
+  const got = (await resend.emails.get(data!.id)).data!;
+  assert.equal(got.subject, 'Receipt 42');
+  const v1 = (await ctx.call(tenant.key, `/v1/emails/${data!.id}`).then((r) => r.json())) as { template: unknown };
+  assert.deepEqual(v1.template, { id: made!.id, version: 1 });
+
+  const overridden = await resend.emails.send({ from: 'Other <other@acme.test>', subject: 'Override', to: 'ann@example.net', template: { id: made!.id, variables: { NAME: 'Bo', NUMBER: 2 } } });
+  const shown = (await resend.emails.get(overridden.data!.id)).data!;
+  assert.equal(shown.subject, 'Override');
+  assert.equal(shown.from, 'Other <other@acme.test>');
+  const mistyped = await resend.emails.send({ to: 'ann@example.net', template: { id: 'receipt', variables: { NAME: 'Ann', NUMBER: 'forty-two' } } });
+  assert.equal(mistyped.error?.name, 'validation_error');
+  assert.match(mistyped.error!.message, /template\.variables\.NUMBER/);
+  const both = await resend.emails.send({ to: 'ann@example.net', html: '<p>x</p>', template: { id: 'receipt', variables: { NAME: 'A', NUMBER: 1 } } } as never);
+  assert.equal(both.error?.name, 'validation_error');
+
+  const batch = await resend.batch.send([
+    { to: 'b1@example.net', template: { id: 'receipt', variables: { NAME: 'B1', NUMBER: 1 } } },
+    { from: 'Acme <app@acme.test>', to: 'b2@example.net', subject: 'plain', text: 'plain' },
+  ]);
+  assert.equal(batch.error, null, JSON.stringify(batch.error));
+  assert.equal((await resend.emails.get(batch.data!.data[0]!.id)).data!.subject, 'Receipt 1');
+  const permissive = await resend.batch.send(
+    [{ to: 'p1@example.net', template: { id: 'receipt', variables: { NAME: 'P1', NUMBER: 1 } } }, { to: 'p2@example.net', template: { id: 'receipt', variables: {} } }],
+    { batchValidation: 'permissive' },
+  );
+  assert.equal(permissive.data!.data.length, 1);
+  assert.deepEqual((permissive.data as unknown as { errors: { index: number }[] }).errors.map((e) => e.index), [1]);
 });
 
 test('resend.webhooks.verify() accepts a delivery Mailroom sent', async () => {

@@ -1,0 +1,297 @@
+import { z } from '@hono/zod-openapi';
+import { ValidationError, validationErrorFromZod, type ValidationDetail } from '../http/errors.ts';
+import type { Sql } from '../platform/db.ts';
+import { isWellFormedId, newId } from '../platform/ids.ts';
+import { ServiceError } from '../platform/errors.ts';
+import { announceTemplateChange, findPublishedVersion } from './published.ts';
+import { requireProject } from '../projects/service.ts';
+import { mailbox, text, MAX_TEMPLATE_VARIABLES } from '../emails/validate.ts';
+import type { RenderedTemplate, TemplateRenderer } from '../emails/template-send.ts';
+import {
+  bindValues, checkSource, compilePart, isReservedKey, renderParts, RenderTooLarge, TemplateProblem, TemplateRuntimeError, VARIABLE_KEY,
+  type Compiled, type TemplatePart, type TemplateVariable,
+} from './engine.ts';
+import * as q from './queries.ts';
+
+/**
+ * Templates as every surface uses them (`/v1`, `/resend`, the dashboard, the CLI): validation of
+ * what is stored, the draft and its publishing, and rendering, for sends from a cache of compiled
+ * published versions.
+ */
+
+export const ALIAS = /^[a-z0-9_-]{1,64}$/;
+/** Each part's source, in characters. */
+export const MAX_SOURCE = 512 * 1024;
+
+const issue = (type: string, message: string) => ({ message, params: { type } });
+
+const Variable = z
+  .object({
+    key: z.string().regex(VARIABLE_KEY, 'A variable key is 1 to 64 letters, digits or _, not starting with a digit')
+      .refine((k) => !isReservedKey(k), issue('value_error', 'That key is the name of a JavaScript object member; choose another')),
+    type: z.enum(['string', 'number']),
+    fallback_value: z.union([text().max(MAX_SOURCE), z.number().finite()]).nullable().optional(),
+  })
+  .superRefine((v, ctx) => {
+    const f = v.fallback_value;
+    if (f !== null && f !== undefined && typeof f !== (v.type === 'number' ? 'number' : 'string')) {
+      ctx.addIssue({ code: 'custom', path: ['fallback_value'], ...issue(v.type === 'number' ? 'float_type' : 'string_type', `The fallback of a ${v.type} variable must be a ${v.type}`) });
+    }
+  })
+  .openapi('TemplateVariable');
+
+const Variables = z.array(Variable).max(MAX_TEMPLATE_VARIABLES).superRefine((list, ctx) => {
+  const seen = new Set<string>();
+  list.forEach((v, i) => {
+    if (seen.has(v.key)) ctx.addIssue({ code: 'custom', path: [i, 'key'], ...issue('value_error', `Variable ${v.key} is declared twice`) });
+    seen.add(v.key);
+  });
+});
+
+const ReplyTo = z.union([mailbox(998), z.array(mailbox(998)).max(50)], { error: 'Input should be an email address or a list of email addresses' });
+
+const fields = {
+  name: text().trim().min(1).max(200).openapi({ example: 'Welcome' }),
+  alias: z.string().regex(ALIAS, 'An alias is 1 to 64 of a-z, 0-9, - and _').nullable().optional()
+    .openapi({ description: 'Unique in the project; sends and routes may use it in place of the id.', example: 'welcome' }),
+  subject: text().max(998).nullable().optional().openapi({ example: 'Welcome, {{name}}' }),
+  html: text().min(1).max(MAX_SOURCE).openapi({ example: '<p>Hello {{name}}</p>' }),
+  text: text().max(MAX_SOURCE).nullable().optional().openapi({ example: 'Hello {{name}}' }),
+  from: mailbox(320).nullable().optional().openapi({ example: 'Acme <hello@acme.example>' }),
+  reply_to: ReplyTo.nullable().optional(),
+  variables: Variables.optional(),
+};
+
+export const CreateTemplateRequest = z.object(fields).openapi('CreateTemplateRequest');
+export const UpdateTemplateRequest = z
+  .object({ ...fields, name: fields.name.optional(), html: fields.html.optional() })
+  .openapi('UpdateTemplateRequest');
+export const RenderTemplateRequest = z
+  .object({
+    variables: z.record(z.string().max(64), z.unknown()).optional(),
+    version: z.number().int().min(1).optional().openapi({ description: 'A published version\'s number; without it, the draft.' }),
+  })
+  .openapi('RenderTemplateRequest');
+
+type Create = z.infer<typeof CreateTemplateRequest>;
+type Update = z.infer<typeof UpdateTemplateRequest>;
+
+const list = (v: string | string[] | null | undefined) => (v == null ? [] : typeof v === 'string' ? [v] : v);
+const variablesOf = (v: Create['variables']): TemplateVariable[] =>
+  (v ?? []).map((x) => ({ key: x.key, type: x.type, fallback_value: x.fallback_value ?? null }));
+
+function parse<T extends z.ZodTypeAny>(schema: T, body: unknown): z.infer<T> {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw validationErrorFromZod(parsed.error, 'json');
+  return parsed.data;
+}
+
+/** Every part checked against the declared variables; all problems at once. */
+function checkParts(parts: Partial<Record<TemplatePart, string | null>>, variables: TemplateVariable[]) {
+  const declared = new Set(variables.map((v) => v.key));
+  const problems: ValidationDetail[] = [];
+  for (const [part, source] of Object.entries(parts) as [TemplatePart, string | null][]) {
+    if (!source) continue;
+    try {
+      checkSource(part, source, declared);
+    } catch (err) {
+      if (!(err instanceof TemplateProblem)) throw err;
+      problems.push(err.detail());
+    }
+  }
+  if (problems.length) throw new ValidationError(problems);
+}
+
+/** The alias index's unique violation, as the 422 that names the field. */
+async function aliasTaken<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if ((err as { code?: string; constraint_name?: string }).code === '23505') {
+      throw new ValidationError([{ loc: ['body', 'alias'], msg: 'Another template of this project has that alias', type: 'alias_taken' }]);
+    }
+    throw err;
+  }
+}
+
+const notFound = () => new ServiceError('not_found', 'Template not found.');
+
+/** A path or CLI argument that can name a template: an id, or an alias. */
+export const canName = (idOrAlias: string) => (idOrAlias.startsWith('tmpl_') ? isWellFormedId('template', idOrAlias) : ALIAS.test(idOrAlias));
+
+export async function requireTemplate(sql: Sql, projectId: string, idOrAlias: string) {
+  const row = canName(idOrAlias) ? await q.getTemplate(sql, projectId, idOrAlias) : undefined;
+  if (!row) throw notFound();
+  return row;
+}
+
+/** A new template: a draft at version 1. */
+export async function createTemplate(sql: Sql, projectId: string, body: unknown) {
+  const input = parse(CreateTemplateRequest, body);
+  const variables = variablesOf(input.variables);
+  checkParts({ subject: input.subject, html: input.html, text: input.text }, variables);
+  await requireProject(sql, projectId);
+  return aliasTaken(() => q.insertTemplate(sql, {
+    id: newId('template'), projectId, name: input.name, alias: input.alias ?? null, draftVersionId: newId('templateVersion'),
+    subject: input.subject ?? null, html: input.html, text: input.text ?? null, fromAddress: input.from ?? null,
+    replyToAddresses: list(input.reply_to), variables,
+  }));
+}
+
+/** Edits the draft; sends keep using the published version until the next publish. */
+export async function updateTemplate(sql: Sql, projectId: string, idOrAlias: string, body: unknown) {
+  const input: Update = parse(UpdateTemplateRequest, body);
+  const current = await requireTemplate(sql, projectId, idOrAlias);
+  const variables = input.variables === undefined ? current.variables : variablesOf(input.variables);
+  const merged = {
+    subject: input.subject === undefined ? current.subject : input.subject,
+    html: input.html ?? current.html,
+    text: input.text === undefined ? current.text : input.text,
+  };
+  checkParts(merged, variables);
+  const row = await aliasTaken(() => q.updateDraft(sql, projectId, current.id, {
+    name: input.name,
+    alias: input.alias,
+    subject: input.subject,
+    html: input.html,
+    text: input.text,
+    fromAddress: input.from,
+    replyToAddresses: input.reply_to === undefined ? undefined : list(input.reply_to),
+    variables: input.variables === undefined ? undefined : variables,
+  }, newId('templateVersion')));
+  if (!row) throw notFound();
+  // An alias may have moved: sends must not find this template under its old one.
+  if (input.alias !== undefined) await announceTemplateChange(sql);
+  return row;
+}
+
+/** The draft becomes the version sends use. Publishing an unchanged draft changes nothing. */
+export async function publishTemplate(sql: Sql, projectId: string, idOrAlias: string) {
+  const current = await requireTemplate(sql, projectId, idOrAlias);
+  const published = await q.publishDraft(sql, projectId, current.id);
+  if (!published) return current;
+  await announceTemplateChange(sql);
+  return published;
+}
+
+/** A copy of the draft as a new template (Resend's duplicate): a draft, without the alias. */
+export async function duplicateTemplate(sql: Sql, projectId: string, idOrAlias: string) {
+  const t = await requireTemplate(sql, projectId, idOrAlias);
+  return q.insertTemplate(sql, {
+    id: newId('template'), projectId, name: `${t.name} (copy)`.slice(0, 200), alias: null, draftVersionId: newId('templateVersion'),
+    subject: t.subject, html: t.html, text: t.text, fromAddress: t.fromAddress, replyToAddresses: t.replyToAddresses, variables: t.variables,
+  });
+}
+
+export async function deleteTemplate(sql: Sql, projectId: string, idOrAlias: string) {
+  const t = await requireTemplate(sql, projectId, idOrAlias);
+  if (!(await q.deleteTemplate(sql, projectId, t.id))) throw notFound();
+  await announceTemplateChange(sql);
+  return t;
+}
+
+export async function listTemplateVersions(sql: Sql, projectId: string, idOrAlias: string) {
+  const t = await requireTemplate(sql, projectId, idOrAlias);
+  return { template: t, versions: await q.listVersions(sql, projectId, t.id) };
+}
+
+type CompiledVersion = {
+  versionId: string;
+  templateId: string;
+  version: number;
+  parts: { subject: Compiled | null; html: Compiled; text: Compiled | null };
+  from: string | null;
+  replyTo: string[];
+  variables: TemplateVariable[];
+};
+
+function compile(v: q.TemplateContent & { id: string; templateId: string; version: number }): CompiledVersion {
+  return {
+    versionId: v.id,
+    templateId: v.templateId,
+    version: v.version,
+    parts: {
+      subject: v.subject ? compilePart('subject', v.subject) : null,
+      html: compilePart('html', v.html),
+      text: v.text ? compilePart('text', v.text) : null,
+    },
+    from: v.fromAddress,
+    replyTo: v.replyToAddresses,
+    variables: v.variables,
+  };
+}
+
+/**
+ * Compiled published versions by their id. A version never changes once published, so an entry
+ * is never stale; the oldest entries go past the bound.
+ */
+const CACHE_MAX = 1000;
+const compiled = new Map<string, CompiledVersion>();
+
+async function compiledVersion(sql: Sql, projectId: string, versionId: string) {
+  const hit = compiled.get(versionId);
+  if (hit) return hit;
+  const row = await q.getVersionById(sql, projectId, versionId);
+  if (!row) return undefined;
+  const entry = compile(row);
+  compiled.set(versionId, entry);
+  if (compiled.size > CACHE_MAX) compiled.delete(compiled.keys().next().value!);
+  return entry;
+}
+
+/** How many versions are compiled in this process, for tests that check nothing compiles per send. */
+export const compiledVersionCount = () => compiled.size;
+
+/**
+ * Renders with the declared variables bound. `loc` says where the caller's variables sit in
+ * its body: `["body", "template"]` for a send, `["body"]` for the render route.
+ */
+function renderWith(v: Pick<CompiledVersion, 'parts' | 'variables'>, given: Record<string, unknown>, limitBytes: number, loc: (string | number)[]) {
+  const { values, problems } = bindValues(v.variables, given);
+  if (problems.length) throw new ValidationError(problems.map((p) => ({ loc: [...loc, 'variables', p.key], msg: p.msg, type: p.type })));
+  try {
+    return renderParts(v.parts, values, limitBytes);
+  } catch (err) {
+    if (err instanceof RenderTooLarge) {
+      throw new ValidationError([{
+        loc: ['body'], msg: `The rendered message is over ${limitBytes} bytes, the limit (loops stop there, or after 100000 turns)`, type: 'message_too_large',
+        ctx: { limit_bytes: limitBytes, size_bytes: Math.max(err.sizeBytes, limitBytes + 1) },
+      }]);
+    }
+    if (err instanceof TemplateRuntimeError) throw new ValidationError([{ loc, msg: `The template could not be rendered: ${err.message.split('\n')[0]}`, type: 'template_render_failed' }]);
+    throw err;
+  }
+}
+
+const templateNotFound = (loc: (string | number)[], id: string) =>
+  new ValidationError([{ loc, msg: `No template ${id} in this project`, type: 'template_not_found' }]);
+
+/** The renderer sends use (wired into the accept path by the app): the published version, compiled once. */
+export const renderForSend: TemplateRenderer = async (sql, projectId, ref, limitBytes): Promise<RenderedTemplate> => {
+  const found = canName(ref.id) ? await findPublishedVersion(sql, projectId, ref.id) : undefined;
+  if (!found) throw templateNotFound(['body', 'template', 'id'], ref.id);
+  if (!found.publishedVersionId) {
+    throw new ValidationError([{ loc: ['body', 'template', 'id'], msg: `Template ${ref.id} has never been published; publish it before sending with it`, type: 'template_not_published' }]);
+  }
+  const version = await compiledVersion(sql, projectId, found.publishedVersionId);
+  if (!version) throw templateNotFound(['body', 'template', 'id'], ref.id); // deleted in between
+  const out = renderWith(version, ref.variables, limitBytes, ['body', 'template']);
+  return { templateId: version.templateId, version: version.version, subject: out.subject, html: out.html, text: out.text, from: version.from, replyTo: version.replyTo };
+};
+
+/** Renders without sending: the draft, or a published version by number. */
+export async function renderTemplate(sql: Sql, projectId: string, idOrAlias: string, body: unknown, limitBytes: number) {
+  const input = parse(RenderTemplateRequest, body ?? {});
+  const t = await requireTemplate(sql, projectId, idOrAlias);
+  let source: Pick<CompiledVersion, 'parts' | 'variables'>;
+  if (input.version === undefined) {
+    // Drafts change, so they are compiled for each render and never cached.
+    source = compile({ ...t, templateId: t.id, version: t.currentVersion });
+  } else {
+    const v = await q.getVersion(sql, projectId, t.id, input.version);
+    if (!v) throw new ValidationError([{ loc: ['body', 'version'], msg: `Template ${t.id} has no published version ${input.version}`, type: 'version_not_found' }]);
+    source = (await compiledVersion(sql, projectId, v.id))!;
+  }
+  const out = renderWith(source, input.variables ?? {}, limitBytes, ['body']);
+  return { subject: out.subject, html: out.html, text: out.text };
+}
