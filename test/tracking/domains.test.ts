@@ -130,3 +130,28 @@ test('CLI: domain update switches tracking and sets the tracking domain; a refus
   const [row] = await ctx.sql`select open_tracking, click_tracking, tracking_domain from domains where id = ${id} and project_id = ${t.projectId}`;
   assert.deepEqual({ ...row }, { openTracking: true, clickTracking: true, trackingDomain: 't.cli.example' });
 });
+
+test('a templated send is tracked as rendered: its from (the template\'s) picks the domain and its base', async () => {
+  const t = await ctx.tenant();
+  const id = await domainFor(t.projectId, 'shop.example');
+  assert.equal((await patch(t.key, id, { tracking_domain: 'track.shop.example' })).status, 200);
+  const made = await ctx.call(t.key, '/v1/templates', { method: 'POST', body: {
+    name: 'Sale', alias: 'sale', from: 'Shop <news@shop.example>', subject: 'Sale for {{name}}',
+    html: '<p>Hi {{name}}, <a href="https://shop.example/sale">see the sale</a></p>', text: 'Hi {{name}}', variables: [{ key: 'name', type: 'string' }],
+  } });
+  assert.equal(made.status, 201, await made.clone().text());
+  const { id: templateId } = (await made.json()) as { id: string };
+  assert.equal((await ctx.call(t.key, `/v1/templates/${templateId}/publish`, { method: 'POST' })).status, 200);
+  const res = await ctx.call(t.key, '/v1/emails', { method: 'POST', body: { to: 'ann@example.net', template: { id: 'sale', variables: { name: 'Ann' } }, track_clicks: true } });
+  assert.equal(res.status, 201, await res.clone().text());
+  const { id: emailId } = (await res.json()) as { id: string };
+  assert.equal((await settled(ctx.sql, t.projectId, emailId)).status, 'sent');
+  const [caught] = await ctx.sql<[{ html: string }]>`select html from sink_messages where project_id = ${t.projectId} and email_id = ${emailId}`;
+  assert.match(caught.html, /^<p>Hi Ann, <a href="https:\/\/track\.shop\.example\/t\/c\/[\w-]{62}">see the sale<\/a><\/p>/);
+
+  // Without a tracking domain for the template's sender, the same send is refused (this instance has no PUBLIC_BASE_URL).
+  assert.equal((await patch(t.key, id, { tracking_domain: null })).status, 200);
+  const refused = await ctx.call(t.key, '/v1/emails', { method: 'POST', body: { to: 'ann@example.net', template: { id: 'sale', variables: { name: 'Ann' } }, track_clicks: true } });
+  assert.equal(refused.status, 422);
+  assert.deepEqual(((await refused.json()) as { detail: { loc: unknown[] }[] }).detail[0]!.loc, ['body', 'track_clicks']);
+});
