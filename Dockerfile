@@ -17,5 +17,7 @@ COPY migrations ./migrations
 COPY sql ./sql
 COPY .gmrc ./
 USER node
-EXPOSE 3000 1025
+# 3000 the API and dashboard; 2587 (STARTTLS) and 2465 (implicit TLS, with RELAY_SMTPS_PORT=2465)
+# the SMTP relay, unprivileged as the image runs as `node` (publish them as 587 and 465); 1025 the sink.
+EXPOSE 3000 2587 2465 1025
 CMD ["node", "--enable-source-maps", "dist/main.js"]

@@ -11,13 +11,13 @@ import { apiWithKey, cpuDuring, mainThreadSchedule, ownTiming, peakRssMb, rssMb,
  * transaction the route commits (the email row and its `email__send` job) on 32 connections.
  * The API adds to that: HTTP, key lookup, the Redis rate limit, validation and MIME sizing.
  */
-const CONCURRENCY = 32;
+export const CONCURRENCY = 32;
 const P99_GOAL_MS = 25;
 const SECONDS = QUICK ? 2 : 4;
 const WARMUP_SECONDS = 1;
 const PGBENCH_SECONDS = QUICK ? 3 : 10;
 
-const EMAIL = {
+export const EMAIL = {
   from: 'Bench <bench@example.com>',
   to: ['reader@example.com'],
   subject: 'Your receipt',

@@ -5,15 +5,16 @@ import { accept } from './accept.ts';
 import { acceptSustained } from './accept-sustained.ts';
 import { drain } from './drain.ts';
 import { fanout } from './fanout.ts';
+import { relay } from './relay.ts';
 import { sink } from './sink.ts';
 import { track } from './track.ts';
 import { freePort, freshDatabase, killChildren, redisAnswers, ROOT, round, SECRET_KEY, spawnService, waitUntil, type BenchContext, type BenchResult, type Service } from './support.ts';
 
 /**
- * `npm run bench [-- accept accept-sustained drain fanout sink track]`: each benchmark in its own fresh database,
+ * `npm run bench [-- accept accept-sustained drain fanout sink relay track]`: each benchmark in its own fresh database,
  * one after another, one JSON line each on stdout. Progress goes to stderr.
  */
-const BENCHES: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { accept, 'accept-sustained': acceptSustained, drain, fanout, sink, track };
+const BENCHES: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { accept, 'accept-sustained': acceptSustained, drain, fanout, sink, relay, track };
 
 const names = process.argv.slice(2).filter((a) => a !== '--');
 const unknown = names.filter((n) => !(n in BENCHES));

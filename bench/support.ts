@@ -351,10 +351,10 @@ export function redisAnswers(url: string): Promise<boolean> {
 }
 
 /** A fresh project with a key, and the API as production runs it, for the accept benchmarks. */
-export async function apiWithKey(ctx: BenchContext, label: string) {
+export async function apiWithKey(ctx: BenchContext, label: string, env: Record<string, string> = {}) {
   const sql = createSql(ctx.databaseUrl, { max: 2 });
   const project = await createProject(sql, label);
   const { key } = await createApiKey(sql, project.id, 'bench');
-  const api = spawnRole('api', { ...ctx.env, PORT: '0', HOST: '127.0.0.1', API_RATE_LIMIT_PER_MINUTE: '1000000' });
+  const api = spawnRole('api', { ...ctx.env, PORT: '0', HOST: '127.0.0.1', API_RATE_LIMIT_PER_MINUTE: '1000000', ...env });
   return { sql, projectId: project.id, key, api };
 }

@@ -1,5 +1,6 @@
 import type { Project } from '../../src/projects/service.ts';
 import { ACTIVITY_SERIES, type ActivityDay, type ProviderPacing } from '../../src/projects/activity.ts';
+import type { RelaySettings } from '../../src/relay/address.ts';
 import { BASE } from '../env.ts';
 import { Layout, when } from '../layout.tsx';
 import { ActivityChart, SERIES_COLOURS } from './chart.tsx';
@@ -12,6 +13,7 @@ export function OverviewPage(props: Base & {
   days: ActivityDay[];
   inFlight: { scheduled: number; queued: number; sending: number };
   pacing?: ProviderPacing;
+  relay?: RelaySettings;
 }) {
   const p = `${BASE}/projects/${props.project.id}`;
   const totals = Object.fromEntries(ACTIVITY_SERIES.map((s) => [s.key, props.days.reduce((sum, d) => sum + d[s.key], 0)]));
@@ -67,6 +69,34 @@ export function OverviewPage(props: Base & {
       ) : (
         <p id="provider">No provider is connected: this project's mail goes to the built-in sink, and shows in the <a href={`${p}/inbox`}>Inbox</a>.</p>
       )}
+
+      <h2>SMTP relay</h2>
+      {props.relay ? <RelayTable relay={props.relay} keysHref={`${p}/keys`} /> : (
+        <p id="smtp-relay">The SMTP relay is off. Set <code>RELAY_SMTP_PORT</code> (and a certificate) to let applications that only speak SMTP send through this project.</p>
+      )}
     </Layout>
+  );
+}
+
+const TLS_MODES: Record<RelaySettings['tls'], string> = {
+  'starttls': 'STARTTLS',
+  'starttls-and-implicit': 'STARTTLS, or implicit TLS (SMTPS) on its own port',
+  'none': 'none: no certificate configured',
+};
+
+/** What to type into an application's SMTP settings page. */
+function RelayTable(props: { relay: RelaySettings; keysHref: string }) {
+  const r = props.relay;
+  return (
+    <table id="smtp-relay">
+      <tbody>
+        <tr><th>Host</th><td><code>{r.host}</code></td></tr>
+        <tr><th>Port</th><td><code>{r.port}</code>{r.tls === 'none' ? '' : ' (STARTTLS)'}</td></tr>
+        {r.smtpsPort !== undefined ? <tr><th>Implicit TLS port</th><td><code>{r.smtpsPort}</code> (SMTPS)</td></tr> : null}
+        <tr><th>TLS</th><td>{TLS_MODES[r.tls]}{r.plaintextAuth ? '; AUTH is also taken without TLS' : ''}</td></tr>
+        <tr><th>Username</th><td><code>{r.username}</code></td></tr>
+        <tr><th>Password</th><td>password: an API key (<a href={props.keysHref}>full or sending</a>)</td></tr>
+      </tbody>
+    </table>
   );
 }

@@ -1,12 +1,13 @@
 import type { Hono } from 'hono';
 import { dailyActivity, inFlightCounts, providerPacing } from '../../src/projects/activity.ts';
+import { relaySettings } from '../../src/relay/address.ts';
 import type { DashEnv } from '../env.ts';
 import { OverviewPage } from '../pages/overview.tsx';
 import { base, render } from '../render.tsx';
 
 export const CHART_DAYS = 14;
 
-/** A project's front page: the last two weeks' outcomes, what is in flight, and the provider's pace. */
+/** A project's front page: the last two weeks' outcomes, what is in flight, the provider's pace, and the SMTP relay's settings. */
 export function registerOverviewRoutes(app: Hono<DashEnv>) {
   app.get('/projects/:projectId', async (c) => {
     const { sql } = c.var.deps;
@@ -16,6 +17,7 @@ export function registerOverviewRoutes(app: Hono<DashEnv>) {
       inFlightCounts(sql, projectId),
       providerPacing(sql, projectId),
     ]);
-    return render(c, <OverviewPage {...base(c)} days={days} inFlight={inFlight} pacing={pacing} />);
+    const relay = relaySettings(c.var.deps.config, new URL(c.req.url).hostname);
+    return render(c, <OverviewPage {...base(c)} days={days} inFlight={inFlight} pacing={pacing} relay={relay} />);
   });
 }

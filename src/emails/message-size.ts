@@ -1,7 +1,7 @@
 import addressparser from 'nodemailer/lib/addressparser';
 import { ValidationError } from '../http/errors.ts';
 import type { Config } from '../platform/config.ts';
-import { signUnsubscribeToken } from '../unsubscribe/token.ts';
+import { listUnsubscribeUrl } from './list-unsubscribe.ts';
 import { composeMime, type ComposeInput } from './compose.ts';
 import type { SendEmail } from './validate.ts';
 
@@ -33,9 +33,7 @@ export async function assertMessageSize(send: SendEmail, emailId: string, projec
     ...send,
     // The sender's domain is part of the whole From value, so this is no shorter than the real one.
     messageId: `<${emailId}@${send.from}>`,
-    listUnsubscribeUrl: config.publicBaseUrl
-      ? `${config.publicBaseUrl}/unsubscribe/${signUnsubscribeToken(config.secretKey, { projectId, emailId })}`
-      : undefined,
+    listUnsubscribeUrl: listUnsubscribeUrl(config, { projectId, emailId }),
   };
   const limitBytes = config.emailMaxMessageBytes;
   if (sizeUpperBound(input) <= limitBytes) return;

@@ -7,7 +7,7 @@ import type { DomainTracking } from '../interfaces.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
-  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, opened_at, clicked_at, created_at, template_id, template_version`;
+  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, opened_at, clicked_at, source, created_at, template_id, template_version`;
 
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[EmailWithBodies?]>`
@@ -18,6 +18,24 @@ export async function getEmail(sql: Sql, projectId: string, emailId: string) {
 export async function emailExists(sql: Sql, projectId: string, emailId: string): Promise<boolean> {
   const [row] = await sql`select 1 from emails where id = ${emailId} and project_id = ${projectId}`;
   return row !== undefined;
+}
+
+/** How long a client's Message-ID names its first email: a repeat within it is a retry. */
+export const SUBMITTED_MESSAGE_ID_TTL = '24 hours';
+
+/** The email a client's Message-ID names in this project, and whether that is within the dedupe window. */
+export async function findSubmitted(sql: Sql, projectId: string, clientMessageId: string) {
+  const [row] = await sql<[{ id: string; live: boolean }?]>`
+    select id, created_at > now() - ${SUBMITTED_MESSAGE_ID_TTL}::interval as live from emails
+    where project_id = ${projectId} and submitted_message_id = ${clientMessageId}`;
+  return row;
+}
+
+/** Frees a Message-ID whose window has passed, so a new submission may take it. */
+export async function releaseSubmittedMessageId(sql: Sql, projectId: string, emailId: string) {
+  await sql`
+    update emails set submitted_message_id = null
+    where id = ${emailId} and project_id = ${projectId} and created_at <= now() - ${SUBMITTED_MESSAGE_ID_TTL}::interval`;
 }
 
 /** Newest first; fetches one extra row to answer has_more without a count. */
@@ -49,6 +67,18 @@ export type NewEmail = EmailContent & {
   trackClicks?: boolean | null;
   /** The template version it was rendered from, if any. */
   template?: { id: string; version: number } | null;
+  /** Mail submitted over SMTP: the message as submitted, sent as it is instead of composed. */
+  submitted?: SubmittedMessage;
+};
+
+/** What an SMTP submission adds to its email. */
+export type SubmittedMessage = {
+  raw: Buffer;
+  /**
+   * The message's own Message-ID, also the key of the 24-hour retry dedupe. Absent when it has
+   * none: the send adds one made from the email's id, as for API mail.
+   */
+  messageId?: string;
 };
 
 /** An attachment as the `attachments` column holds it. */
@@ -85,20 +115,25 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     track_clicks: e.trackClicks ?? null,
     template_id: e.template?.id ?? null,
     template_version: e.template?.version ?? null,
+    source: e.submitted ? 'smtp' : 'api',
+    raw_message: e.submitted?.raw.toString('base64') ?? null,
+    message_id_header: e.submitted?.messageId ?? null,
+    submitted_message_id: e.submitted?.messageId ?? null,
   }));
   await tx`
     with inserted as (
       insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
                           reply_to_addresses, subject, html, text, headers, attachments, scheduled_at, tags,
-                          track_opens, track_clicks, template_id, template_version)
+                          track_opens, track_clicks, template_id, template_version, source, raw_message, message_id_header, submitted_message_id)
       select r.id, r.project_id, case when r.scheduled_at > now() then 'scheduled' else 'queued' end,
              r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
              r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments,
-             case when r.scheduled_at > now() then r.scheduled_at end, r.tags, r.track_opens, r.track_clicks, r.template_id, r.template_version
+             case when r.scheduled_at > now() then r.scheduled_at end, r.tags, r.track_opens, r.track_clicks, r.template_id, r.template_version,
+             r.source, decode(r.raw_message, 'base64'), r.message_id_header, r.submitted_message_id
       from jsonb_to_recordset(${tx.json(rows)}) as r(
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
         reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb,
-        track_opens boolean, track_clicks boolean, template_id text, template_version integer)
+        track_opens boolean, track_clicks boolean, template_id text, template_version integer, source text, raw_message text, message_id_header text, submitted_message_id text)
       returning id, project_id, scheduled_at
     )
     select count(*) from graphile_worker.add_jobs(array(
@@ -126,6 +161,8 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   headers: Record<string, string>;
   attachments: StoredAttachment[];
   messageIdHeader: string | null;
+  /** The message as submitted over SMTP, sent as it is; null for API mail, which is composed. */
+  rawMessage: Buffer | null;
   leaseOwner: string;
   tags: { name: string; value: string }[];
   /** Whether the project has a provider connection; without one the email goes to the sink. */
@@ -165,7 +202,7 @@ export async function claimEmail(
           where h.pool_id = split_part(emails.lease_owner, '/', 1)
             and h.last_seen_at > now() - make_interval(secs => ${lease.deadAfterSeconds})))))
     returning id, project_id, attempt_count, from_address, to_addresses, cc_addresses, bcc_addresses,
-      reply_to_addresses, subject, html, text, headers, attachments, message_id_header, lease_owner, tags,
+      reply_to_addresses, subject, html, text, headers, attachments, message_id_header, raw_message, lease_owner, tags,
       exists (select 1 from provider_connections pc where pc.project_id = emails.project_id) as has_provider,
       exists (select 1 from suppressions s where s.project_id = emails.project_id) as has_suppressions,
       track_opens, track_clicks,

@@ -26,6 +26,7 @@ export const EmailResponse = z
     clicked_at: z.string().datetime().nullable().optional().openapi({ description: 'The first tracked click; null until then.' }),
     template: z.object({ id: z.string(), version: z.number().int() }).nullable().optional()
       .openapi({ description: 'The template and published version the email was rendered from; null when it was not.' }),
+    source: z.enum(['api', 'smtp']).openapi({ description: 'How the email was submitted: `api` (HTTP) or `smtp` (the SMTP relay).' }),
   })
   .openapi('EmailResponse');
 
@@ -53,6 +54,7 @@ export type EmailRow = {
   tags: { name: string; value: string }[];
   openedAt: Date | null;
   clickedAt: Date | null;
+  source: 'api' | 'smtp';
   createdAt: Date;
   templateId: string | null;
   templateVersion: number | null;
@@ -83,6 +85,7 @@ export function toEmailListItem(row: EmailRow): z.infer<typeof EmailListItem> {
     opened_at: iso(row.openedAt),
     clicked_at: iso(row.clickedAt),
     template: row.templateId ? { id: row.templateId, version: row.templateVersion! } : null,
+    source: row.source,
   };
 }
 

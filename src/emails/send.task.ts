@@ -14,7 +14,8 @@ import { dailyQuotaWait, reserveSendSlot, slowDown } from '../providers/pacing.t
 import { transportFor, type Envelope, type SendOptions, type Transport } from '../providers/transport.ts';
 import { bareAddress, normaliseAddress } from '../suppressions/address.ts';
 import { suppressedAmong } from '../suppressions/queries.ts';
-import { signUnsubscribeToken } from '../unsubscribe/token.ts';
+import { listUnsubscribeUrl } from './list-unsubscribe.ts';
+import { prepareSubmitted } from './submitted.ts';
 import { observeSend, recordEmailOutcome } from '../platform/metrics.ts';
 
 /** Attempts (about an hour of backoff) before a retryable failure becomes `provider_unavailable`. */
@@ -67,9 +68,20 @@ function compose(deps: WorkerDeps, email: ClaimedEmail, html = email.html) {
       contentId: a.content_id,
     })),
     messageId: messageIdFor(email),
-    listUnsubscribeUrl: config.publicBaseUrl
-      ? `${config.publicBaseUrl}/unsubscribe/${signUnsubscribeToken(config.secretKey, { projectId: email.projectId, emailId: email.id })}`
-      : undefined,
+    listUnsubscribeUrl: listUnsubscribeUrl(config, { projectId: email.projectId, emailId: email.id }),
+  });
+}
+
+/**
+ * The bytes the provider gets: mail submitted over SMTP goes as it was submitted, with only the
+ * header edits §13.2 allows (so it is never tracked); API mail is composed from its columns, with
+ * the HTML tracking makes when it is switched on.
+ */
+function messageFor(deps: WorkerDeps, email: ClaimedEmail, log: Logger, outgoingHtml?: HtmlForSending): Promise<Buffer> | Buffer {
+  if (!email.rawMessage) return composeOutgoing(deps, email, log, outgoingHtml);
+  return prepareSubmitted(email.rawMessage, {
+    messageId: messageIdFor(email),
+    listUnsubscribeUrl: listUnsubscribeUrl(deps.config, { projectId: email.projectId, emailId: email.id }),
   });
 }
 
@@ -233,7 +245,7 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
   try {
     transport = await transportFor(deps, projectId, emailId, email.hasProvider);
     // Composed before waiting for the slot, so the request leaves as close to it as possible.
-    const raw = await composeOutgoing(deps, email, log, outgoingHtml);
+    const raw = await messageFor(deps, email, log, outgoingHtml);
     const bare = (list: string[]) => list.map(bareAddress);
     const result = await sendInTurn(sql, log, email, transport, raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags });
     if (!result) return;

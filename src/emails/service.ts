@@ -6,6 +6,7 @@ import { parseBatch } from './batch.ts';
 import { acceptOnce, batchFingerprint, findReplay, fingerprint, type Accepted } from './idempotency.ts';
 import { assertMessageSize } from './message-size.ts';
 import * as q from './queries.ts';
+import type { NewEmail, SubmittedMessage } from './queries.ts';
 import { parseSendRequest, type ParsedSend, type SendEmail } from './validate.ts';
 import { renderSend, type TemplateRenderer } from './template-send.ts';
 import { ValidationError, type ValidationDetail } from '../http/errors.ts';
@@ -91,4 +92,33 @@ export async function sendBatch(deps: SendDeps, projectId: string, idempotencyKe
     });
   const now = Date.now();
   return { data: accepted.emailIds.map((id, i) => ({ id, status: statusOf(sends[i]!, now) })), replayed: accepted.replayed };
+}
+
+/** A message submitted over SMTP, read and checked by the relay. */
+export type Submission = Omit<NewEmail, 'id' | 'projectId' | 'scheduledAt' | 'submitted'> & { submitted: SubmittedMessage };
+
+const isDuplicateMessageId = (err: unknown) =>
+  (err as { code?: string; constraint_name?: string }).code === '23505'
+  && (err as { constraint_name?: string }).constraint_name === 'emails_submitted_message_id_idx';
+
+/**
+ * One email from a message submitted over SMTP, through the same group commit as `POST
+ * /v1/emails`. A Message-ID the project submitted in the last 24 h answers the first email's id
+ * and stores nothing: SMTP clients resend a message whose reply they lost. The unique index on
+ * the Message-ID decides, so a new message costs no lookup and concurrent repeats yield one
+ * email; an older holder of the Message-ID gives it up and the write is tried again.
+ */
+export async function sendSubmitted(deps: SendDeps, projectId: string, submission: Submission): Promise<{ id: string; replayed: boolean }> {
+  const { sql } = deps;
+  const messageId = submission.submitted.messageId;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return { id: await acceptQueued(sql, { ...submission, id: newId('email'), projectId }), replayed: false };
+    } catch (err) {
+      if (messageId === undefined || !isDuplicateMessageId(err) || attempt >= 3) throw err;
+    }
+    const seen = await q.findSubmitted(sql, projectId, messageId);
+    if (seen?.live) return { id: seen.id, replayed: true };
+    if (seen) await q.releaseSubmittedMessageId(sql, projectId, seen.id);
+  }
 }

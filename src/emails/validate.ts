@@ -76,7 +76,7 @@ export const Tag = z
   })
   .openapi('Tag');
 
-const Tags = z
+export const Tags = z
   .array(Tag)
   .max(MAX_TAGS)
   .superRefine((tags, ctx) => {
@@ -100,6 +100,9 @@ export const ScheduledAt = z
   .refine((s) => Date.parse(s) <= Date.now() + MAX_SCHEDULE_DAYS * 86_400_000, issue('datetime_too_late', `scheduled_at may be at most ${MAX_SCHEDULE_DAYS} days ahead`, { max_days: MAX_SCHEDULE_DAYS }))
   .openapi({ description: 'Send later: an ISO 8601 date-time with an offset, at most 30 days ahead. A time in the past sends at once.', example: '2026-05-04T09:00:00Z' });
 
+/** A sender as the API's `from` takes it; the SMTP relay checks a message's From header with it. */
+export const FromAddress = mailbox(320);
+
 /** At most this many variables in one send; a template declares at most as many. */
 export const MAX_TEMPLATE_VARIABLES = 100;
 
@@ -118,7 +121,7 @@ export type TemplateRef = { id: string; variables: Record<string, unknown> };
 
 export const SendEmailRequest = z
   .object({
-    from: mailbox(320).optional().openapi({ description: 'Sender, max 320 characters; may carry a display name. Required unless the template gives one.', example: 'Acme <billing@acme.example>' }),
+    from: FromAddress.optional().openapi({ description: 'Sender, max 320 characters; may carry a display name. Required unless the template gives one.', example: 'Acme <billing@acme.example>' }),
     to: recipients('Recipients (at least one)', 1),
     subject: text().max(998).optional().openapi({ description: 'Required unless the template gives one.', example: 'Your invoice' }),
     html: text().nullable().optional(),

@@ -3,6 +3,7 @@ import { looksLikeApiKey, verifyApiKey, type AuthenticatedKey } from '../keys/au
 import { ApiError } from './errors.ts';
 import { clientIp } from './client-ip.ts';
 import type { AppEnv } from './context.ts';
+import type { RateLimiter } from './rate-limit.ts';
 
 const INVALID = 'Invalid or missing API key.';
 
@@ -18,6 +19,14 @@ export function sendingKeyMay(method: string, path: string): boolean {
   return SENDING_ROUTES.some(([m, pattern]) => m === method && pattern.test(path));
 }
 const FAILED_AUTH_PER_MINUTE = 60;
+
+/**
+ * Charges one failed authentication to the client's address: the one limit on key guessing,
+ * shared by the API and the SMTP relay. `allowed` false means the address is over it.
+ */
+export function chargeFailedAuth(limiter: RateLimiter, clientAddress: string) {
+  return limiter.hit(`authfail:${clientAddress}`, FAILED_AUTH_PER_MINUTE);
+}
 
 /** Parses `Authorization: Bearer sk_…`; anything else is treated exactly like a wrong key. */
 function bearerKey(header: string | undefined): string | undefined {
@@ -43,7 +52,7 @@ export function requireApiKey(recordUse: (key: AuthenticatedKey) => Promise<void
     const match = await verifyApiKey(sql, bearerKey(c.req.header('authorization')));
     if (!match) {
       const ip = clientIp(c, config.trustProxy);
-      const decision = await limiter.hit(`authfail:${ip}`, FAILED_AUTH_PER_MINUTE);
+      const decision = await chargeFailedAuth(limiter, ip);
       if (!decision.allowed) {
         throw new ApiError('rate_limit_exceeded', 'Too many failed authentication attempts. Try again later.', {
           'Retry-After': String(decision.resetSeconds),

@@ -23,6 +23,12 @@ const cidrList = z
     'comma-separated CIDR ranges such as 10.0.0.0/8,fd00::/8',
   );
 
+const yesNo = z
+  .string()
+  .transform((s) => s.trim().toLowerCase())
+  .refine((s) => YES.includes(s) || NO.includes(s), 'yes/true/1/on or empty/no/false/0/off')
+  .transform((s) => YES.includes(s));
+
 const httpUrl = z.string().trim().refine((s) => {
   try { const u = new URL(s); return u.protocol === 'http:' || u.protocol === 'https:'; } catch { return false; }
 }, 'an http(s) URL');
@@ -75,6 +81,15 @@ const schema = z.object({
   PUBLIC_BASE_URL: httpUrl.transform((s) => s.replace(/\/+$/, '')).optional(),
   AWS_ENDPOINT_URL_SESV2: httpUrl.optional(),
   AWS_ENDPOINT_URL_SQS: httpUrl.optional(),
+  RELAY_SMTP_PORT: intIn(0, 65535).optional(),
+  RELAY_SMTP_HOST: z.string().trim().min(1, 'a host name or address').optional(),
+  RELAY_SMTPS_PORT: intIn(0, 65535).optional(),
+  RELAY_TLS_CERT: z.string().trim().min(1, 'the path of a PEM certificate file').optional(),
+  RELAY_TLS_KEY: z.string().trim().min(1, 'the path of a PEM private key file').optional(),
+  RELAY_ALLOW_PLAINTEXT_AUTH: yesNo.default(false),
+  RELAY_MAX_CONNECTIONS: intIn(1, 100_000).default(100),
+  // Idle connections are closed after this; tests shorten it.
+  RELAY_IDLE_TIMEOUT_SECONDS: intIn(1, 3600).default(60),
 });
 
 /** A setting that stops the boot; its message is the one line the operator sees. */
@@ -85,6 +100,10 @@ export type ConfigDefaults = { databaseUrl?: string; secretKey?: string; redisUr
   dev?: boolean;
   /** The CLI talks only to PostgreSQL. */
   requireRedis?: boolean;
+  /** `npm run dev` turns the SMTP relay on at this port when RELAY_SMTP_PORT is unset... */
+  relaySmtpPort?: number;
+  /** ...with its own self-signed certificate when RELAY_TLS_CERT and RELAY_TLS_KEY are unset. */
+  relayTls?: { certFile: string; keyFile: string };
 };
 
 /** The CLI works on the `npm run dev` database and secret when no DATABASE_URL is given. */
@@ -119,11 +138,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
   if (!redisUrl && !defaults.dev && defaults.requireRedis !== false) throw new ConfigError('REDIS_URL: required (a redis:// URL); only `npm run dev` runs without it');
   const secretKey = e.SECRET_KEY ?? defaults.secretKey;
   if (!secretKey) throw new ConfigError('SECRET_KEY: required (at least 32 characters; the same value in every process)');
+  if ((e.RELAY_TLS_CERT === undefined) !== (e.RELAY_TLS_KEY === undefined)) {
+    throw new ConfigError(`${e.RELAY_TLS_CERT === undefined ? 'RELAY_TLS_CERT' : 'RELAY_TLS_KEY'}: required with ${e.RELAY_TLS_CERT === undefined ? 'RELAY_TLS_KEY' : 'RELAY_TLS_CERT'} (PEM file paths, both or neither)`);
+  }
+  const relaySmtpPort = e.RELAY_SMTP_PORT ?? defaults.relaySmtpPort;
+  const relayTls = e.RELAY_TLS_CERT && e.RELAY_TLS_KEY ? { certFile: e.RELAY_TLS_CERT, keyFile: e.RELAY_TLS_KEY } : defaults.relayTls;
+  if (e.RELAY_SMTPS_PORT !== undefined && !relayTls) {
+    throw new ConfigError('RELAY_SMTPS_PORT: implicit TLS needs RELAY_TLS_CERT and RELAY_TLS_KEY');
+  }
+  const host = e.HOST ?? (development ? '127.0.0.1' : '0.0.0.0');
   return {
     databaseUrl,
     redisUrl,
     port: e.PORT ?? 3000,
-    host: e.HOST ?? (development ? '127.0.0.1' : '0.0.0.0'),
+    host,
     development,
     secretKey,
     trustProxy: e.TRUST_PROXY,
@@ -146,6 +174,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
     publicBaseUrl: e.PUBLIC_BASE_URL,
     awsEndpointSesv2: e.AWS_ENDPOINT_URL_SESV2,
     awsEndpointSqs: e.AWS_ENDPOINT_URL_SQS,
+    /** The SMTP submission relay (§13); off when no port is set. */
+    relay: relaySmtpPort === undefined ? undefined : {
+      host: e.RELAY_SMTP_HOST ?? host,
+      port: relaySmtpPort,
+      smtpsPort: e.RELAY_SMTPS_PORT,
+      tls: relayTls,
+      allowPlaintextAuth: e.RELAY_ALLOW_PLAINTEXT_AUTH,
+      maxConnections: e.RELAY_MAX_CONNECTIONS,
+      idleTimeoutMs: e.RELAY_IDLE_TIMEOUT_SECONDS * 1000,
+    },
   };
 }
 

@@ -59,6 +59,14 @@ const sinkMessages = new Counter({
   registers: [registry],
 });
 
+const smtpSubmissions = new Counter({
+  name: 'mailroom_smtp_submissions_total',
+  help: 'Messages submitted to the SMTP relay, by outcome (accepted, rejected, auth_failed).',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+for (const outcome of ['accepted', 'rejected', 'auth_failed']) smtpSubmissions.labels(outcome);
+
 export type Provider = 'ses' | 'sink';
 export type EmailOutcome = 'sent' | 'failed' | 'throttled' | 'retried';
 
@@ -83,6 +91,9 @@ export function recordTrackingEvent(type: 'email.opened' | 'email.clicked', coun
 }
 export function recordSinkMessage() {
   sinkMessages.inc();
+}
+export function recordSmtpSubmission(outcome: 'accepted' | 'rejected' | 'auth_failed') {
+  smtpSubmissions.inc({ outcome });
 }
 
 const QUEUE_READ_TIMEOUT_MS = 1000;

@@ -65,7 +65,15 @@ async function warnIfAutovacuumOff(sql: Sql, log: Logger) {
   }
 }
 
-export type Running = { config: Config; sql: Sql; log: Logger; url?: string; close(): Promise<void> };
+export type Running = {
+  config: Config;
+  sql: Sql;
+  log: Logger;
+  url?: string;
+  /** The SMTP relay's listeners, when it is on. */
+  relay?: Array<{ kind: 'starttls' | 'implicit-tls'; host: string; port: number }>;
+  close(): Promise<void>;
+};
 
 export async function boot(role: Role, config: Config, finalSteps: Array<[string, () => Promise<unknown>]> = []): Promise<Running> {
   const log = createLogger(config.logLevel, `mailroom-${role}`);
@@ -87,6 +95,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, log) : new MemoryRateLimiter();
   const steps: Array<[string, () => Promise<unknown>]> = [];
   let url: string | undefined;
+  let relayListeners: Running['relay'];
   let jobsEnded: Promise<unknown> | undefined;
 
   if (role !== 'worker') {
@@ -105,6 +114,18 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
       // Opens and clicks are answered before they are recorded: record those answered before the pool closes.
       await hitsRecorded();
     }]);
+    if (config.relay) {
+      // Loaded only when on: smtp-server and mailparser stay out of an API process without it.
+      const { startRelay } = await import('../relay/server.ts');
+      const relay = await startRelay({ config, sql, log, limiter }).catch((err: unknown) => {
+        if (!(err instanceof ConfigError)) throw err;
+        process.stderr.write(`mailroom: ${err.message}\n`);
+        process.exit(1);
+      });
+      relayListeners = relay.listeners;
+      // First: no new submissions while the rest shuts down; those in flight finish their commit.
+      steps.unshift(['relay', relay.close]);
+    }
   }
 
   if (role !== 'api') {
@@ -144,5 +165,5 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
     log.fatal({ err: err instanceof Error ? err.message : String(err) }, 'the job runner stopped on its own after a database error; exiting to be restarted');
     return shutdown(1);
   });
-  return { config, sql, log, url, close };
+  return { config, sql, log, url, relay: relayListeners, close };
 }

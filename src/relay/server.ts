@@ -1,0 +1,183 @@
+import { readFile } from 'node:fs/promises';
+import type { AddressInfo, Socket } from 'node:net';
+import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
+import { chargeFailedAuth } from '../http/auth.ts';
+import { keyUseRecorder, verifyApiKey } from '../keys/authenticate.ts';
+import { ConfigError } from '../platform/config.ts';
+import { recordSmtpSubmission } from '../platform/metrics.ts';
+import { isMailbox } from '../emails/mailbox.ts';
+import { MAX_RECIPIENTS } from '../emails/validate.ts';
+import { recordRelayListeners, type RelayListener } from './address.ts';
+import { SmtpReply } from './reply.ts';
+import { submitMessage, type RelayDeps, type RelayUser } from './service.ts';
+
+export type RelayServer = { listeners: RelayListener[]; close(): Promise<void> };
+
+/** A reply text that already carries its enhanced status code, which is then sent as it is. */
+const ENHANCED = /^[245]\.\d{1,3}\.\d{1,3} /;
+/** The enhanced codes §13 fixes for replies smtp-server writes itself. */
+const LIBRARY_REPLIES: Record<number, string> = { 530: '5.7.0', 538: '5.7.11', 552: '5.3.4', 452: '4.5.3' };
+
+type Connection = {
+  secure: boolean;
+  send(code: number, data?: string | string[], context?: string | false): void;
+  handler_AUTH(command: Buffer, callback: () => void): void;
+};
+
+declare module 'smtp-server' {
+  interface SMTPServer {
+    /** Takes an accepted socket and starts reading it (called by the server for each one). */
+    connect(socket: Socket, socketOptions: unknown): void;
+  }
+}
+
+/**
+ * smtp-server with the relay's replies: each keeps the enhanced code it was given (smtp-server
+ * would derive one from the reply code), and AUTH before TLS is refused with 538 5.7.11 where
+ * plaintext AUTH is not allowed, whether or not this listener offers STARTTLS.
+ */
+class RelaySmtpServer extends SMTPServer {
+  constructor(options: SMTPServerOptions, private readonly requireTls: boolean) {
+    super(options);
+  }
+
+  override connect(socket: Socket, socketOptions: unknown) {
+    super.connect(socket, socketOptions);
+    const connection = [...this.connections].at(-1) as unknown as Connection;
+    const send = connection.send.bind(connection);
+    connection.send = (code, data, context) => {
+      if (typeof data === 'string' && ENHANCED.test(data)) return send(code, data, false);
+      const fixed = LIBRARY_REPLIES[code];
+      if (fixed && typeof data === 'string' && context !== false) return send(code, `${fixed} ${data}`, false);
+      return send(code, data, context);
+    };
+    const auth = connection.handler_AUTH.bind(connection);
+    connection.handler_AUTH = (command, callback) => {
+      if (this.requireTls && !connection.secure) {
+        connection.send(538, '5.7.11 Encryption required: use STARTTLS (or the implicit TLS port) before AUTH');
+        return callback();
+      }
+      auth(command, callback);
+    };
+  }
+}
+
+const asCallbackError = (reply: SmtpReply) => Object.assign(new Error(reply.message), { responseCode: reply.responseCode });
+
+/**
+ * The SMTP submission relay (§13) in the API process: AUTH with an API key, then each message
+ * becomes an email of the key's project through the same accept path as `POST /v1/emails`.
+ */
+export async function startRelay(deps: RelayDeps): Promise<RelayServer> {
+  const { config, log, sql, limiter } = deps;
+  const relay = config.relay!;
+  const tls = relay.tls
+    ? await Promise.all([readFile(relay.tls.certFile), readFile(relay.tls.keyFile)]).then(([cert, key]) => ({ cert, key })).catch((err: NodeJS.ErrnoException) => {
+      throw new ConfigError(`RELAY_TLS_CERT/RELAY_TLS_KEY: cannot read ${err.path ?? 'the files'} (${err.code ?? err.message})`);
+    })
+    : undefined;
+  const requireTls = !config.development && !relay.allowPlaintextAuth;
+  if (!tls && requireTls) {
+    log.warn('relay has no RELAY_TLS_CERT/RELAY_TLS_KEY and RELAY_ALLOW_PLAINTEXT_AUTH is off: every AUTH is refused with 538');
+  }
+  const recordUse = keyUseRecorder(sql);
+
+  const options: SMTPServerOptions = {
+    banner: 'Mailroom SMTP relay',
+    authMethods: ['PLAIN', 'LOGIN'],
+    // Checked per connection instead (RelaySmtpServer), with §13's reply.
+    allowInsecureAuth: true,
+    authRequiredMessage: 'Authentication required: AUTH with an API key as the password',
+    ...(tls ? { key: tls.key, cert: tls.cert } : { disabledCommands: ['STARTTLS'] }),
+    size: config.emailMaxMessageBytes,
+    rejectOversized: true,
+    maxClients: relay.maxConnections,
+    maxRecipients: MAX_RECIPIENTS,
+    socketTimeout: relay.idleTimeoutMs,
+    disableReverseLookup: true,
+    hideDSN: true,
+    // Advertised, so clients can show the reason (every reply here carries its enhanced code).
+    hideENHANCEDSTATUSCODES: false,
+    logger: false,
+    closeTimeout: 3_000,
+    onAuth(auth, session, callback) {
+      const refuse = async () => {
+        recordSmtpSubmission('auth_failed');
+        const decision = await chargeFailedAuth(limiter, session.remoteAddress);
+        return decision.allowed
+          ? new SmtpReply(535, '5.7.8', 'Authentication credentials invalid: the password must be an active API key')
+          : new SmtpReply(421, '4.7.0', `Too many failed authentications from this address; try again in ${decision.resetSeconds} seconds`);
+      };
+      (async () => {
+        const key = await verifyApiKey(sql, auth.password ?? undefined);
+        if (!key) return callback(asCallbackError(await refuse()));
+        await recordUse(key);
+        const user: RelayUser = { projectId: key.projectId, keyId: key.id };
+        callback(null, { user: user as unknown as string });
+      })().catch((err: unknown) => {
+        log.error({ err }, 'relay authentication failed unexpectedly');
+        callback(asCallbackError(new SmtpReply(454, '4.7.0', 'Temporary authentication failure; try again')));
+      });
+    },
+    onRcptTo(address, _session, callback) {
+      if (!isMailbox(address.address)) return callback(asCallbackError(new SmtpReply(553, '5.1.3', `Invalid recipient address: ${address.address.slice(0, 100)}`)));
+      callback();
+    },
+    onData(stream, session, callback) {
+      submitMessage(deps, stream, session).then(
+        (id) => {
+          recordSmtpSubmission('accepted');
+          callback(null, `2.0.0 OK queued as ${id}`);
+        },
+        (err: unknown) => {
+          recordSmtpSubmission('rejected');
+          // smtp-server sends the reply once the message has been read to its end.
+          stream.resume();
+          if (err instanceof SmtpReply) return callback(asCallbackError(err));
+          log.error({ err, projectId: (session.user as unknown as RelayUser).projectId }, 'relay could not accept a message');
+          callback(asCallbackError(new SmtpReply(451, '4.3.0', 'Message not accepted: a temporary error; try again later')));
+        },
+      );
+    },
+  };
+
+  const servers: Array<{ server: RelaySmtpServer; kind: RelayListener['kind']; port: number }> = [
+    { server: new RelaySmtpServer(options, requireTls), kind: 'starttls', port: relay.port },
+  ];
+  if (relay.smtpsPort !== undefined && tls) {
+    servers.push({ server: new RelaySmtpServer({ ...options, secure: true }, requireTls), kind: 'implicit-tls', port: relay.smtpsPort });
+  }
+  const listeners: RelayListener[] = [];
+  const close = () => Promise.all(servers.map(({ server }) => new Promise<void>((resolve) => server.close(() => resolve())))).then(() => {});
+  try {
+    for (const { server, kind, port } of servers) {
+      server.on('error', (err) => log.debug({ err: err.message }, 'relay connection error'));
+      await new Promise<void>((resolve, reject) => {
+        server.server.once('error', reject);
+        server.listen(port, relay.host, () => {
+          server.server.off('error', reject);
+          resolve();
+        });
+      });
+      const address = server.server.address() as AddressInfo;
+      listeners.push({ kind, host: address.address, port: address.port });
+    }
+  } catch (err) {
+    await close().catch(() => {});
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'EADDRINUSE' || e.code === 'EACCES') {
+      const name = listeners.length === 0 ? 'RELAY_SMTP_PORT' : 'RELAY_SMTPS_PORT';
+      throw new ConfigError(`${name}: ${relay.host}:${servers[listeners.length]!.port} cannot be used (${e.code}); choose another port`);
+    }
+    throw err;
+  }
+  recordRelayListeners(listeners);
+  log.info({ listeners, tls: tls ? 'starttls' : 'none' }, 'smtp relay listening');
+  return {
+    listeners,
+    close: async () => {
+      recordRelayListeners(undefined);
+      await close();
+    },
+  };
+}

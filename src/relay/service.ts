@@ -1,0 +1,59 @@
+import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
+import { sendSubmitted } from '../emails/service.ts';
+import type { RateLimiter } from '../http/rate-limit.ts';
+import type { Config } from '../platform/config.ts';
+import type { Sql } from '../platform/db.ts';
+import type { Logger } from '../platform/log.ts';
+import { checkMessageBytes } from './checks.ts';
+import { SmtpReply } from './reply.ts';
+import { readSubmission } from './submission.ts';
+
+export type RelayDeps = { config: Config; sql: Sql; log: Logger; limiter: RateLimiter };
+
+/** Who a relay session authenticated as: an API key, full or sending, and so its project. */
+export type RelayUser = { projectId: string; keyId: string };
+
+/**
+ * The DATA stream read whole, up to the limit. Past it the rest is read and dropped (the client
+ * is still sending), and the answer is undefined: nothing of it is kept.
+ */
+function readMessage(stream: SMTPServerDataStream, limit: number): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) chunks.push(chunk);
+      else chunks.length = 0;
+    });
+    stream.once('error', reject);
+    stream.once('end', () => resolve(stream.sizeExceeded || size > limit ? undefined : Buffer.concat(chunks, size)));
+  });
+}
+
+/** Whether the client declared 8-bit content on MAIL FROM. */
+function declaresEightBit(session: SMTPServerSession): boolean {
+  const args = (session.envelope.mailFrom && (session.envelope.mailFrom as { args?: Record<string, unknown> }).args) || {};
+  return String(args.BODY ?? '').toUpperCase() === '8BITMIME' || args.SMTPUTF8 !== undefined;
+}
+
+/**
+ * One message of an authenticated session, from its last byte to its reply: the size and byte
+ * rules, one request of the project's rate limit, the headers, then the accept path every email
+ * takes. Answers the email's id once its row is committed; throws an SmtpReply to refuse it.
+ */
+export async function submitMessage(deps: RelayDeps, stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
+  const { config } = deps;
+  const user = session.user as unknown as RelayUser;
+  const raw = await readMessage(stream, config.emailMaxMessageBytes);
+  if (!raw) throw new SmtpReply(552, '5.3.4', `Message too large: the limit is ${config.emailMaxMessageBytes} bytes`);
+  const decision = await deps.limiter.hit(`project:${user.projectId}`, config.apiRateLimitPerMinute);
+  if (!decision.allowed) {
+    throw new SmtpReply(451, '4.7.1', `Rate limit exceeded for this project; try again in ${decision.resetSeconds} seconds`);
+  }
+  const section = checkMessageBytes(raw, { eightBit: declaresEightBit(session) });
+  const submission = await readSubmission(raw, section, session.envelope.rcptTo.map((r) => r.address));
+  const { id, replayed } = await sendSubmitted(deps, user.projectId, submission);
+  deps.log.debug({ projectId: user.projectId, emailId: id, replayed, bytes: raw.length }, 'relay accepted a message');
+  return id;
+}
