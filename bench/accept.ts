@@ -4,7 +4,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { apiWithKey, cpuDuring, mainThreadSchedule, ownTiming, peakRssMb, rssMb, runtimeFigures, QUICK, ratio, round, type BenchContext, type BenchResult } from './support.ts';
+import { apiWithKey, cpuDuring, mainThreadSchedule, MissingTool, ownTiming, peakRssMb, rssMb, runtimeFigures, QUICK, ratio, round, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * POST /v1/emails at 32 connections with no worker running, against pgbench doing the very
@@ -153,7 +153,7 @@ async function pgbench(databaseUrl: string, projectId: string, opts: { script?: 
 /** wrk on PATH (Debian's wrk). */
 export function wrkBinary(): string {
   const found = (process.env.PATH ?? '').split(':').map((d) => path.join(d, 'wrk')).find(existsSync);
-  if (!found) throw new Error('wrk not found: install wrk (Debian package wrk)');
+  if (!found) throw new MissingTool('wrk', 'wrk');
   return found;
 }
 
@@ -163,7 +163,7 @@ function pgbenchBinary(): string {
   if (onPath) return onPath;
   const servers = existsSync('/usr/lib/postgresql') ? readdirSync('/usr/lib/postgresql').sort().reverse() : [];
   const found = servers.map((v) => `/usr/lib/postgresql/${v}/bin/pgbench`).find(existsSync);
-  if (!found) throw new Error('pgbench not found: install postgresql-client');
+  if (!found) throw new MissingTool('pgbench', 'postgresql-client');
   return found;
 }
 

@@ -8,7 +8,7 @@ import { fanout } from './fanout.ts';
 import { relay } from './relay.ts';
 import { sink } from './sink.ts';
 import { track } from './track.ts';
-import { freePort, freshDatabase, killChildren, redisAnswers, ROOT, round, SECRET_KEY, spawnService, waitUntil, type BenchContext, type BenchResult, type Service } from './support.ts';
+import { freePort, freshDatabase, killChildren, MissingTool, redisAnswers, ROOT, round, SECRET_KEY, spawnService, waitUntil, type BenchContext, type BenchResult, type Service } from './support.ts';
 
 /**
  * `npm run bench [-- accept accept-sustained drain fanout sink relay track]`: each benchmark in its own fresh database,
@@ -76,6 +76,12 @@ try {
       const result = await BENCHES[name]!(ctx);
       process.stdout.write(`${JSON.stringify({ ...result, took_s: round((Date.now() - started) / 1000) })}\n`);
     } catch (err) {
+      if (err instanceof MissingTool) {
+        // Said, with the package to install, and the run goes on: a tool missing is not a failure.
+        process.stderr.write(`bench: ${name} skipped: ${err.message}\n`);
+        process.stdout.write(`${JSON.stringify({ bench: name, skipped: err.message, install: `apt-get install ${err.debianPackage}` })}\n`);
+        continue;
+      }
       failed = true;
       process.stdout.write(`${JSON.stringify({ bench: name, error: (err as Error).message })}\n`);
     } finally {

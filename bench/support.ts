@@ -24,6 +24,16 @@ export type BenchContext = {
 };
 export type BenchResult = Record<string, unknown>;
 
+/**
+ * A Debian tool a benchmark needs is not installed. `npm run bench` reports it with the package to
+ * install and goes on with the other benchmarks; it is not a failure of the code measured.
+ */
+export class MissingTool extends Error {
+  constructor(readonly tool: string, readonly debianPackage: string) {
+    super(`${tool} not found: install the Debian package ${debianPackage} (apt-get install ${debianPackage})`);
+  }
+}
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits;
 export const ratio = (rate: number, ceiling: number | null) => (ceiling ? round(rate / ceiling, 3) : null);

@@ -10,6 +10,8 @@ import { dummyHash, hashPassword, needsRehash, verifyPassword } from './password
 export type Owner = { id: string; email: string };
 
 export const MIN_PASSWORD_LENGTH = 12;
+/** RFC 5321's longest usable address; the sign-in and sign-up forms take no more. */
+export const MAX_EMAIL_LENGTH = 254;
 
 export class SignupError extends Error {}
 
@@ -24,7 +26,7 @@ export function normaliseEmail(email: string): string {
 
 export async function registerOwner(sql: Sql, emailInput: string, password: string): Promise<Owner> {
   const email = normaliseEmail(emailInput);
-  if (!/^[^\s@]+@[^\s@]+$/.test(email) || email.length > 320) throw new SignupError('Enter a valid email address.');
+  if (!/^[^\s@]+@[^\s@]+$/.test(email) || email.length > MAX_EMAIL_LENGTH) throw new SignupError(`Enter a valid email address of at most ${MAX_EMAIL_LENGTH} characters.`);
   if (password.length < MIN_PASSWORD_LENGTH) throw new SignupError(`The password must be at least ${MIN_PASSWORD_LENGTH} characters.`);
   if (password.length > 1024) throw new SignupError('The password must be at most 1024 characters.');
   if (await ownerExists(sql)) throw new SignupError('This instance already has an owner; sign in instead.');

@@ -13,6 +13,7 @@ import { createEndpoint, parseEventTypes, updateEndpoint } from './webhooks/serv
 import { toEndpointResponse } from './webhooks/schemas.ts';
 import { reencodeLegacySecrets } from './webhooks/secret.ts';
 import { TEMPLATE_COMMANDS } from './templates/commands.ts';
+import { registerOwner, SignupError } from '../dashboard/owner.ts';
 
 export type CommandContext = { config: Config; sql: () => Sql };
 type Options = Record<string, { type: 'string' | 'boolean' }>;
@@ -21,6 +22,19 @@ export type Command = {
   options?: Options;
   run(ctx: CommandContext, values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<unknown>;
 };
+
+/** The password from standard input (never an argument, which `ps` and shell history would show), less its final newline. */
+async function readPassword(): Promise<string> {
+  if (process.stdin.isTTY) process.stderr.write('Password: ');
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of process.stdin) {
+    size += (chunk as Buffer).length;
+    if (size > 4096) throw new ServiceError('invalid_input', 'the password on standard input is longer than 4096 bytes');
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+}
 
 /** Reads a required option or fails with the usage line. */
 export function required(values: Record<string, unknown>, name: string, usage: string): string {
@@ -145,6 +159,21 @@ export const COMMANDS: Record<string, Command> = {
         snsTopicArn: v['sns-topic-arn'] as string | undefined,
         maxSendRate: cap === undefined ? undefined : Number(cap),
       });
+    },
+  },
+  'owner create': {
+    usage: 'owner create --email EMAIL (the password on standard input)',
+    options: { email: { type: 'string' } },
+    async run(ctx, v) {
+      const email = required(v, 'email', this.usage);
+      const password = await readPassword();
+      try {
+        const owner = await registerOwner(ctx.sql(), email, password);
+        return { id: owner.id, email: owner.email };
+      } catch (err) {
+        if (err instanceof SignupError) throw new ServiceError('invalid_input', err.message);
+        throw err;
+      }
     },
   },
   'provider disconnect': {

@@ -1,8 +1,8 @@
 import { BASE } from '../env.ts';
 import { ErrorNote, Form, Layout } from '../layout.tsx';
-import { MIN_PASSWORD_LENGTH } from '../owner.ts';
+import { MAX_EMAIL_LENGTH, MIN_PASSWORD_LENGTH } from '../owner.ts';
 
-type Props = { csrf: string; error?: string; email?: string };
+type Props = { csrf: string; error?: string; email?: string; setupToken?: string };
 
 export function SignupPage(props: Props) {
   return (
@@ -10,7 +10,8 @@ export function SignupPage(props: Props) {
       <p>This instance has no owner yet. The first account created here owns it, and signup then closes.</p>
       <ErrorNote message={props.error} />
       <Form action={`${BASE}/signup`} csrf={props.csrf}>
-        <p><label>Email<br /><input type="email" name="email" required value={props.email ?? ''} autocomplete="username" /></label></p>
+        {props.setupToken ? <input type="hidden" name="token" value={props.setupToken} /> : null}
+        <p><label>Email<br /><input type="email" name="email" required maxlength={MAX_EMAIL_LENGTH} value={props.email ?? ''} autocomplete="username" /></label></p>
         <p><label>Password (at least {MIN_PASSWORD_LENGTH} characters)<br />
           <input type="password" name="password" required minlength={MIN_PASSWORD_LENGTH} autocomplete="new-password" /></label></p>
         <button type="submit">Create account</button>
@@ -24,7 +25,7 @@ export function LoginPage(props: Props) {
     <Layout title="Sign in" csrf={props.csrf}>
       <ErrorNote message={props.error} />
       <Form action={`${BASE}/login`} csrf={props.csrf}>
-        <p><label>Email<br /><input type="email" name="email" required value={props.email ?? ''} autocomplete="username" /></label></p>
+        <p><label>Email<br /><input type="email" name="email" required maxlength={MAX_EMAIL_LENGTH} value={props.email ?? ''} autocomplete="username" /></label></p>
         <p><label>Password<br /><input type="password" name="password" required autocomplete="current-password" /></label></p>
         <button type="submit">Sign in</button>
       </Form>

@@ -1,3 +1,4 @@
+import { readJsonArrayBody } from '../http/body.ts';
 import { ValidationError, type ValidationDetail } from '../http/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { assertMessageSize } from './message-size.ts';
@@ -7,6 +8,19 @@ import { renderSend } from './template-send.ts';
 import type { SendDeps } from './service.ts';
 
 export const MAX_BATCH = 100;
+
+/** A batch over the cap, refused before any item is looked at (the count may be partial). */
+export function batchTooLong(): ValidationError {
+  return new ValidationError([{
+    loc: ['body'], msg: `A batch holds 1 to ${MAX_BATCH} emails`, type: 'too_long',
+    ctx: { min_length: 1, max_length: MAX_BATCH },
+  }]);
+}
+
+/** Reads a batch body, refusing it as soon as item number `MAX_BATCH + 1` starts to arrive. */
+export function readBatchBody(c: Parameters<typeof readJsonArrayBody>[0], limitBytes: number): Promise<unknown> {
+  return readJsonArrayBody(c, limitBytes, MAX_BATCH, batchTooLong);
+}
 
 /** Runs a check, handing back its 422 details with `loc` moved under the item's index. */
 async function underIndex<T>(index: number, check: () => T | Promise<T>): Promise<T | ValidationDetail[]> {

@@ -33,7 +33,7 @@ export async function assertMessageSize(send: SendEmail, emailId: string, projec
     ...send,
     // The sender's domain is part of the whole From value, so this is no shorter than the real one.
     messageId: `<${emailId}@${send.from}>`,
-    listUnsubscribeUrl: listUnsubscribeUrl(config, { projectId, emailId }),
+    listUnsubscribeUrl: listUnsubscribeUrl(config, { projectId, emailId, to: send.to, cc: send.cc, bcc: send.bcc }),
   };
   const limitBytes = config.emailMaxMessageBytes;
   if (sizeUpperBound(input) <= limitBytes) return;

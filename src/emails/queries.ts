@@ -308,7 +308,13 @@ export async function rescheduleEmail(sql: Sql, projectId: string, emailId: stri
       where id = ${emailId} and project_id = ${projectId} and status = 'scheduled'
       returning scheduled_at`;
     if (!row) return undefined;
-    await tx`select ${sendJob(tx, emailId, projectId, Math.max(0, at.getTime() - Date.now()))}`;
+    // The job's time comes from the row just written, on the database's clock: a process whose
+    // clock runs ahead or behind would otherwise put the job before or after the schedule.
+    await tx`
+      select graphile_worker.add_job('email__send',
+        json_build_object('email_id', e.id, 'project_id', e.project_id),
+        run_at := coalesce(e.scheduled_at, now()), max_attempts := 25, job_key := e.id)
+      from emails e where e.id = ${emailId} and e.project_id = ${projectId}`;
     return row;
   });
 }

@@ -8,7 +8,7 @@ import { readJsonBody } from '../http/body.ts';
 import { EMAIL_STATUSES, EmailList, EmailResponse, toEmailListItem, toEmailResponse } from './schemas.ts';
 import * as q from './queries.ts';
 import { IdempotencyHeaders, ScheduledAt, SendEmailRequest, SendEmailResponse, TAG_FILTER, parseIdempotencyKey, parseTagFilter } from './validate.ts';
-import { MAX_BATCH } from './batch.ts';
+import { MAX_BATCH, readBatchBody } from './batch.ts';
 import { sendBatch as sendEmails, sendEmail } from './service.ts';
 import { listEventsOfEmail } from '../events/queries.ts';
 
@@ -123,6 +123,17 @@ const sendBatchRoute = createRoute({
   },
 });
 
+/** What a `sending` key gets back from a change: never the email's addresses or content. */
+const EmailChange = z
+  .object({
+    id: z.string(),
+    status: z.enum(EMAIL_STATUSES),
+    scheduled_at: z.string().nullable(),
+  })
+  .openapi('EmailChange', { description: 'The answer to a `sending` key: the id, status and schedule only.' });
+
+const ChangedEmail = z.union([EmailResponse, EmailChange]);
+
 const reschedule = createRoute({
   method: 'patch',
   path: '/v1/emails/{email_id}',
@@ -135,7 +146,7 @@ const reschedule = createRoute({
     body: { required: true, content: { 'application/json': { schema: z.object({ scheduled_at: ScheduledAt }).openapi('RescheduleRequest') } } },
   },
   responses: {
-    200: { description: 'The email, rescheduled.', content: { 'application/json': { schema: EmailResponse } } },
+    200: { description: 'The email, rescheduled: in full to a `full` key, as `EmailChange` to a `sending` key.', content: { 'application/json': { schema: ChangedEmail } } },
     ...errorResponses(401, 404, 409, 413, 422, 429),
   },
 });
@@ -149,7 +160,7 @@ const cancel = createRoute({
   security: SECURITY,
   request: { params: EmailIdParam },
   responses: {
-    200: { description: 'The email, canceled.', content: { 'application/json': { schema: EmailResponse } } },
+    200: { description: 'The email, canceled: in full to a `full` key, as `EmailChange` to a `sending` key.', content: { 'application/json': { schema: ChangedEmail } } },
     ...errorResponses(401, 404, 409, 422, 429),
   },
 });
@@ -159,6 +170,8 @@ async function afterChange(c: Context<AppEnv>, emailId: string, changed: unknown
   const row = await q.getEmail(c.var.deps.sql, c.var.projectId, emailId);
   if (!row) throw new ApiError('not_found', 'Email not found.');
   if (!changed) throw new ApiError('email_not_scheduled', `The email is ${row.status}; only a scheduled email can be changed.`);
+  // A sending key may move and cancel what it sent, but reads nothing of it.
+  if (c.var.keyPermission !== 'full') return c.json({ id: row.id, status: row.status, scheduled_at: row.scheduledAt?.toISOString() ?? null }, 200);
   return c.json(toEmailResponse(row), 200);
 }
 
@@ -190,7 +203,7 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
   app.openAPIRegistry.registerPath(sendBatchRoute);
   app.post(sendBatchRoute.path, async (c) => {
     const key = parseIdempotencyKey(c.req.header('idempotency-key'));
-    const body = await readJsonBody(c, bodyLimit(c.var.deps.config.emailMaxMessageBytes));
+    const body = await readBatchBody(c, bodyLimit(c.var.deps.config.emailMaxMessageBytes));
     const sent = await sendEmails(c.var.deps, c.var.projectId, key, body);
     if (sent.replayed) c.header('Idempotent-Replayed', 'true');
     return c.json({ data: sent.data }, 201);

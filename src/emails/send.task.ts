@@ -42,6 +42,11 @@ const QUOTA_RETRY_MS = 10 * 60_000;
 
 const Payload = z.object({ email_id: z.string().min(1).max(100), project_id: z.string().min(1).max(100) });
 
+/** Who a List-Unsubscribe link may speak for: the email's recipients, to, cc and bcc. */
+function unsubscribeTarget(email: ClaimedEmail) {
+  return { projectId: email.projectId, emailId: email.id, to: email.toAddresses, cc: email.ccAddresses, bcc: email.bccAddresses };
+}
+
 /** Stable per email, so a retried attempt (even one whose outcome was unknown) carries the same Message-ID. */
 function messageIdFor(email: ClaimedEmail): string {
   if (email.messageIdHeader) return email.messageIdHeader;
@@ -68,7 +73,7 @@ function compose(deps: WorkerDeps, email: ClaimedEmail, html = email.html) {
       contentId: a.content_id,
     })),
     messageId: messageIdFor(email),
-    listUnsubscribeUrl: listUnsubscribeUrl(config, { projectId: email.projectId, emailId: email.id }),
+    listUnsubscribeUrl: listUnsubscribeUrl(config, unsubscribeTarget(email)),
   });
 }
 
@@ -81,7 +86,7 @@ function messageFor(deps: WorkerDeps, email: ClaimedEmail, log: Logger, outgoing
   if (!email.rawMessage) return composeOutgoing(deps, email, log, outgoingHtml);
   return prepareSubmitted(email.rawMessage, {
     messageId: messageIdFor(email),
-    listUnsubscribeUrl: listUnsubscribeUrl(deps.config, { projectId: email.projectId, emailId: email.id }),
+    listUnsubscribeUrl: listUnsubscribeUrl(deps.config, unsubscribeTarget(email)),
   });
 }
 

@@ -53,16 +53,25 @@ export const AttachmentRequest = z
   })
   .openapi('AttachmentRequest');
 
+/** Caps that keep one email's validation and assembly bounded whatever the body size allows. */
+export const MAX_HEADERS = 50;
+export const MAX_ATTACHMENTS = 50;
+
 const Headers = z
   .record(z.string(), text().refine((v) => !/[\r\n]/.test(v), issue('header_value_invalid', 'Header values must not contain CR or LF')))
   .superRefine((headers, ctx) => {
-    for (const name of Object.keys(headers)) {
+    const names = Object.keys(headers);
+    if (names.length > MAX_HEADERS) {
+      ctx.addIssue({ code: 'custom', path: [], ...issue('too_long', `At most ${MAX_HEADERS} custom headers per email`, { max_length: MAX_HEADERS, actual_length: names.length }) });
+      return;
+    }
+    for (const name of names) {
       if (!HEADER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], ...issue('header_name_invalid', 'Header names must be printable ASCII without colon or space (^[!-9;-~]+$)') });
       else if (name.length > 76) ctx.addIssue({ code: 'custom', path: [name], ...issue('header_name_too_long', 'Header names must be at most 76 characters', { max_length: 76 }) });
       else if (RESERVED_HEADERS.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: [name], ...issue('header_reserved', `The ${name} header is set by the service and cannot be overridden`) });
     }
   })
-  .openapi({ description: 'Custom headers. Names match `^[!-9;-~]+$`, at most 76 characters.', example: { 'X-Entity-Ref-ID': 'invoice-42' } });
+  .openapi({ description: 'Custom headers, at most 50. Names match `^[!-9;-~]+$`, at most 76 characters.', example: { 'X-Entity-Ref-ID': 'invoice-42' } });
 
 const present = (s: string | null | undefined) => typeof s === 'string' && s.length > 0;
 
@@ -130,7 +139,7 @@ export const SendEmailRequest = z
     bcc: recipients('Hidden copies; recorded, never returned').nullable().optional(),
     reply_to: recipients('Reply-To addresses').nullable().optional(),
     headers: Headers.optional(),
-    attachments: z.array(AttachmentRequest).optional(),
+    attachments: z.array(AttachmentRequest).max(MAX_ATTACHMENTS).openapi({ description: `At most ${MAX_ATTACHMENTS}.` }).optional(),
     scheduled_at: ScheduledAt.optional(),
     tags: Tags.optional(),
     track_opens: z.boolean().optional().openapi({ description: 'Open tracking for this email, overriding the sender domain\'s `open_tracking` (off by default). Needs the domain\'s `tracking_domain` or PUBLIC_BASE_URL, else 422.' }),

@@ -8,7 +8,7 @@ import { keyUseRecorder } from '../keys/authenticate.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { registerHealthRoutes } from './health.ts';
 import { matchedRoutes } from 'hono/route';
-import { METRICS_CONTENT_TYPE, readQueueFrom, recordHttp, registry, scrapeAllowed } from '../platform/metrics.ts';
+import { METRICS_CONTENT_TYPE, readQueueFrom, recordHttp, renderMetrics, scrapeAllowed } from '../platform/metrics.ts';
 import { registerEmailRoutes } from '../emails/routes.ts';
 import { registerDomainRoutes } from '../domains/routes.ts';
 import { registerKeyRoutes } from '../keys/routes.ts';
@@ -69,7 +69,7 @@ export function createApp(given: AppDeps) {
     if (!scrapeAllowed(deps.config.metricsToken, c.req.header('authorization'))) {
       return c.json({ error: { type: 'authentication_failed', message: 'A valid METRICS_TOKEN bearer token is required.' } }, 401);
     }
-    return c.body(await registry.metrics(), 200, { 'content-type': METRICS_CONTENT_TYPE });
+    return c.body(await renderMetrics(), 200, { 'content-type': METRICS_CONTENT_TYPE });
   });
   registerUnsubscribeRoutes(app);
   registerTrackingRoutes(app);

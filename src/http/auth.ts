@@ -77,6 +77,7 @@ export function requireApiKey(recordUse: (key: AuthenticatedKey) => Promise<void
 
     c.set('projectId', match.projectId);
     c.set('keyId', match.id);
+    c.set('keyPermission', match.permission);
     await next();
     for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value);
   };

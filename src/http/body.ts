@@ -20,7 +20,7 @@ type BodySource = { req: { raw: Request }; env?: unknown };
  * request for its web stream instead would build a full Request and a stream adapter for every
  * call, the larger part of the cost of a small send.
  */
-export async function readBoundedBody(c: BodySource, limitBytes: number): Promise<Buffer> {
+export async function readBoundedBody(c: BodySource, limitBytes: number, inspect?: (chunk: Uint8Array) => void): Promise<Buffer> {
   const req = c.req.raw;
   const declared = req.headers.get('content-length');
   if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared) > limitBytes) throw tooLarge(limitBytes);
@@ -28,9 +28,9 @@ export async function readBoundedBody(c: BodySource, limitBytes: number): Promis
   // A request whose client already left goes the adapter's way, which recovers a body that
   // arrived whole before the disconnect.
   if (incoming instanceof IncomingMessage && !incoming.destroyed && !incoming.readableDidRead && !req.bodyUsed) {
-    return readIncoming(incoming, limitBytes);
+    return readIncoming(incoming, limitBytes, inspect);
   }
-  return readWebBody(req, limitBytes);
+  return readWebBody(req, limitBytes, inspect);
 }
 
 function bodyIncomplete(): ValidationError {
@@ -41,7 +41,7 @@ function bodyIncomplete(): ValidationError {
  * Past the limit it stops listening and pauses; once the answer is out, the Node adapter reads
  * and discards the rest for a short while, then closes.
  */
-function readIncoming(incoming: IncomingMessage, limitBytes: number): Promise<Buffer> {
+function readIncoming(incoming: IncomingMessage, limitBytes: number, inspect?: (chunk: Uint8Array) => void): Promise<Buffer> {
   if (incoming.readableEnded) return Promise.resolve(Buffer.alloc(0));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -52,13 +52,18 @@ function readIncoming(incoming: IncomingMessage, limitBytes: number): Promise<Bu
       incoming.off('error', onFailure);
       incoming.off('close', onFailure);
     };
+    const refuse = (err: unknown) => {
+      stop();
+      incoming.pause();
+      reject(err);
+    };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limitBytes) {
-        stop();
-        incoming.pause();
-        reject(tooLarge(limitBytes));
-        return;
+      if (size > limitBytes) return refuse(tooLarge(limitBytes));
+      try {
+        inspect?.(chunk);
+      } catch (err) {
+        return refuse(err);
       }
       chunks.push(chunk);
     };
@@ -78,7 +83,7 @@ function readIncoming(incoming: IncomingMessage, limitBytes: number): Promise<Bu
   });
 }
 
-async function readWebBody(req: Request, limitBytes: number): Promise<Buffer> {
+async function readWebBody(req: Request, limitBytes: number, inspect?: (chunk: Uint8Array) => void): Promise<Buffer> {
   if (!req.body) return Buffer.alloc(0);
   const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -97,6 +102,12 @@ async function readWebBody(req: Request, limitBytes: number): Promise<Buffer> {
       await reader.cancel().catch(() => {});
       throw tooLarge(limitBytes);
     }
+    try {
+      inspect?.(value);
+    } catch (err) {
+      await reader.cancel().catch(() => {});
+      throw err;
+    }
     chunks.push(value);
   }
   return Buffer.concat(chunks, size);
@@ -106,7 +117,73 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** A bounded read parsed as JSON; malformed input is the spec's 422 `json_invalid`. */
 export async function readJsonBody(c: BodySource, limitBytes: number): Promise<unknown> {
-  const bytes = await readBoundedBody(c, limitBytes);
+  return parseJson(await readBoundedBody(c, limitBytes));
+}
+
+/**
+ * Reads a JSON body that should be an array of at most `maxItems` elements, and refuses it the
+ * moment its top-level element number `maxItems + 1` starts to arrive: a 20 MiB array of `{}`
+ * holds millions of items, and parsing it (let alone validating each) would hold the event loop
+ * for seconds. The count runs over the bytes as they stream in, so the refusal costs a few
+ * hundred bytes of scanning whatever follows. A body that is not an array is parsed as usual, and
+ * the caller reports its shape.
+ */
+export async function readJsonArrayBody(c: BodySource, limitBytes: number, maxItems: number, tooMany: () => Error): Promise<unknown> {
+  const counter = topLevelArrayCounter();
+  const bytes = await readBoundedBody(c, limitBytes, (chunk) => {
+    if (counter(chunk) > maxItems) throw tooMany();
+  });
+  return parseJson(bytes);
+}
+
+const START = 0, IN_ARRAY = 1, NOT_ARRAY = 2;
+
+/**
+ * Counts the elements of a top-level JSON array over successive chunks: an element starts at the
+ * first significant byte after `[` or after a comma at depth 1. Only structure is tracked (depth,
+ * strings and their escapes); UTF-8 continuation bytes never equal an ASCII byte, so bytes are
+ * scanned directly. Malformed JSON is left to the parser: the count only ever stops a read early.
+ */
+export function topLevelArrayCounter(): (chunk: Uint8Array) => number {
+  let state: number = START;
+  let depth = 0;
+  let inString = false;
+  let escaped = false;
+  let expectElement = false;
+  let count = 0;
+  return (chunk) => {
+    if (state === NOT_ARRAY) return count;
+    for (let i = 0; i < chunk.length; i++) {
+      const b = chunk[i]!;
+      if (inString) {
+        if (escaped) escaped = false;
+        else if (b === 0x5c) escaped = true; // backslash
+        else if (b === 0x22) inString = false; // "
+        continue;
+      }
+      if (b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09) continue;
+      if (state === START) {
+        if (b === 0xef || b === 0xbb || b === 0xbf) continue; // a byte-order mark; the parser decides
+        if (b !== 0x5b) { state = NOT_ARRAY; return count; } // not `[`
+        state = IN_ARRAY;
+        depth = 1;
+        expectElement = true;
+        continue;
+      }
+      if (depth === 1 && expectElement && b !== 0x5d) { // `]` closes an empty array or a trailing comma
+        count++;
+        expectElement = false;
+      }
+      if (b === 0x22) inString = true;
+      else if (b === 0x5b || b === 0x7b) depth++;
+      else if (b === 0x5d || b === 0x7d) depth--;
+      else if (b === 0x2c && depth === 1) expectElement = true;
+    }
+    return count;
+  };
+}
+
+function parseJson(bytes: Buffer): unknown {
   try {
     return JSON.parse(decoder.decode(bytes));
   } catch (err) {

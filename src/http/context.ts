@@ -1,3 +1,4 @@
+import type { KeyPermission } from '../keys/queries.ts';
 import type { Redis } from 'ioredis';
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
@@ -25,5 +26,7 @@ export type AppEnv = {
     requestId: string;
     projectId: string;
     keyId: string;
+    /** What the key may do; anything but `full` sees no email's addresses or content. */
+    keyPermission: KeyPermission;
   };
 };

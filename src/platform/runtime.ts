@@ -8,10 +8,12 @@ import { onShutdown } from './shutdown.ts';
 import { startMetricsServer } from './metrics.ts';
 import { reencodeLegacySecrets } from '../webhooks/secret.ts';
 import { createApp } from '../http/app.ts';
+import { logOwnerSetup } from '../../dashboard/setup.ts';
 import { closeSinkFeeds } from '../sink/live.ts';
 import { hitsRecorded } from '../tracking/record.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
 import type { WorkerDeps } from '../interfaces.ts';
+import type { TaskList } from 'graphile-worker';
 
 export type Role = 'api' | 'worker' | 'all';
 
@@ -40,17 +42,35 @@ export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolea
   const [{ buildCrontab, buildTaskList, startWorkerServices }, { startWorker }] = await Promise.all([import('../tasks.ts'), import('./worker.ts')]);
   // The sink listens before jobs start, so sink-bound sends picked up at boot find it.
   const services = await startWorkerServices(deps);
+  // Webhook flushes and retries run in a runner of their own: a slow endpoint holds one of
+  // WEBHOOK_CONCURRENCY slots for up to its timeout, never a slot a send needs. Each runner takes
+  // only the jobs of its own tasks.
+  const { webhooks: webhookTasks, others } = splitTasks(buildTaskList(deps));
+  const common = { databaseUrl: config.databaseUrl, sql, log, deadAfterSeconds: config.workerDeadAfterSeconds };
   const worker = await startWorker({
-    databaseUrl: config.databaseUrl,
-    sql,
-    log,
+    ...common,
     concurrency: config.workerConcurrency,
-    taskList: buildTaskList(deps),
+    taskList: others,
     crontab: opts.crontab === false ? [] : buildCrontab(deps),
-    deadAfterSeconds: config.workerDeadAfterSeconds,
   });
-  const steps: Array<[string, () => Promise<unknown>]> = [['worker', () => worker.stop()], ...services];
-  return { poolId: worker.poolId, endedOnItsOwn: worker.endedOnItsOwn, steps };
+  const webhookWorker = await startWorker({ ...common, concurrency: config.webhookConcurrency, taskList: webhookTasks }).catch(async (err: unknown) => {
+    await worker.stop();
+    throw err;
+  });
+  const steps: Array<[string, () => Promise<unknown>]> = [
+    ['worker', () => Promise.all([worker.stop(), webhookWorker.stop()])],
+    ...services,
+  ];
+  const endedOnItsOwn = Promise.race([worker.endedOnItsOwn, webhookWorker.endedOnItsOwn]);
+  return { poolId: worker.poolId, webhookPoolId: webhookWorker.poolId, endedOnItsOwn, steps };
+}
+
+/** The webhook tasks, named `webhook__…`, apart from every other task. */
+function splitTasks(all: TaskList): { webhooks: TaskList; others: TaskList } {
+  const webhooks: TaskList = {};
+  const others: TaskList = {};
+  for (const [name, task] of Object.entries(all)) (name.startsWith('webhook__') ? webhooks : others)[name] = task;
+  return { webhooks, others };
 }
 
 /**
@@ -107,6 +127,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
     const port = typeof address === 'object' && address ? address.port : config.port;
     url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
     log.info({ url }, 'api listening');
+    await logOwnerSetup(sql, config, log, url);
     // Live inbox streams never end on their own, so they are ended first or close would wait on them.
     steps.push(['http', async () => {
       await closeSinkFeeds();
@@ -149,7 +170,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
       log.info({ port: metrics.port }, 'metrics listening');
     }
     await warnIfAutovacuumOff(sql, log);
-    log.info({ concurrency: config.workerConcurrency, pool: worker.poolId }, 'worker running');
+    log.info({ concurrency: config.workerConcurrency, webhook_concurrency: config.webhookConcurrency, pool: worker.poolId, webhook_pool: worker.webhookPoolId }, 'worker running');
   }
 
   // Bounded: after a connection error, postgres.js 3.4.9 keeps the failed query as the connection's

@@ -8,6 +8,7 @@ import { isWellFormedId } from '../platform/ids.ts';
 import { sendBatch, sendEmail } from '../emails/service.ts';
 import { parseSendRequest, parseIdempotencyKey, ScheduledAt } from '../emails/validate.ts';
 import { assertMessageSize } from '../emails/message-size.ts';
+import { batchTooLong, MAX_BATCH, readBatchBody } from '../emails/batch.ts';
 import { cancelEmail, rescheduleEmail } from '../emails/queries.ts';
 import { resendError, toResendError } from './errors.ts';
 import { getResendEmail, listResendEmails } from './queries.ts';
@@ -59,8 +60,10 @@ export function createResendApp(auth: MiddlewareHandler<AppEnv>, extend: (app: H
   app.post('/emails/batch', async (c) => {
     const { config } = c.var.deps;
     const key = parseIdempotencyKey(c.req.header('idempotency-key'));
-    const body = await readJsonBody(c, bodyLimit(config.emailMaxMessageBytes));
+    const body = await readBatchBody(c, bodyLimit(config.emailMaxMessageBytes));
     if (!Array.isArray(body)) throw new ValidationError([{ loc: ['body'], msg: 'The body must be a JSON array of emails', type: 'list_type' }]);
+    // Checked again after parsing, before either mode validates a single item.
+    if (body.length > MAX_BATCH) throw batchTooLong();
     if (c.req.header('x-batch-validation') !== 'permissive') {
       const sent = await sendBatch(c.var.deps, c.var.projectId, key, body.map((item, i) => fromResendEmail(item, `[${i}].`)));
       return c.json({ data: sent.data.map((d) => ({ id: d.id })) }, 200);

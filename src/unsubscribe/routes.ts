@@ -36,7 +36,11 @@ export function registerUnsubscribeRoutes(app: Hono<AppEnv>) {
     if (!target) return page(c, invalidPage(), 400);
     const recipients = await emailRecipients(sql, target.projectId, target.emailId);
     if (!recipients) return page(c, gonePage(), 404);
-    const added = await addSuppressions(sql, target.projectId, recipients, 'unsubscribed', target.emailId);
+    // The token's own recipient, and only while the email names that address. A token minted
+    // before tokens named one speaks for the email's recipient only when it had just one.
+    const address = target.recipient ?? (recipients.length === 1 ? recipients[0] : undefined);
+    if (address === undefined || !recipients.includes(address)) return page(c, invalidPage(), 400);
+    const added = await addSuppressions(sql, target.projectId, [address], 'unsubscribed', target.emailId);
     log.info({ projectId: target.projectId, emailId: target.emailId, added }, 'recipients unsubscribed');
     return page(c, donePage(), 200);
   });

@@ -1,4 +1,5 @@
 import { createTestContext, type TestContext } from '../helpers/app.ts';
+import { ownerSetupToken } from '../../dashboard/setup.ts';
 
 /** A cookie-keeping client over `app.request()`, reading CSRF tokens out of pages like a browser would. */
 export function browser(ctx: TestContext, extraHeaders: Record<string, string> = {}) {
@@ -15,6 +16,9 @@ export function browser(ctx: TestContext, extraHeaders: Record<string, string> =
     }
   };
   const headers = () => ({ ...extraHeaders, cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; ') });
+  // In production sign-up needs the setup link; the client follows it as the operator would.
+  const withSetup = (path: string) => (path === '/dashboard/signup' && !ctx.config.development
+    ? `${path}?token=${ownerSetupToken(ctx.config.secretKey)}` : path);
   return {
     jar,
     /** A form POST with repeated fields (checkboxes), answered without following redirects. */
@@ -32,7 +36,7 @@ export function browser(ctx: TestContext, extraHeaders: Record<string, string> =
       return csrf;
     },
     async get(path: string) {
-      const res = await ctx.app.request(path, { headers: headers() });
+      const res = await ctx.app.request(withSetup(path), { headers: headers() });
       remember(res);
       const text = await res.text();
       const token = /name="_csrf" value="([^"]+)"/.exec(text);
@@ -43,7 +47,7 @@ export function browser(ctx: TestContext, extraHeaders: Record<string, string> =
     async post(path: string, fields: Record<string, string> = {}, init: { headers?: Record<string, string> } = {}) {
       const form = new URLSearchParams({ _csrf: csrf, ...fields });
       if (fields._csrf === undefined && !csrf) form.delete('_csrf');
-      const res = await ctx.app.request(path, {
+      const res = await ctx.app.request(withSetup(path), {
         method: 'POST',
         headers: { ...headers(), 'content-type': 'application/x-www-form-urlencoded', ...init.headers },
         body: form.toString(),

@@ -25,7 +25,7 @@ test('npm start: serves, then SIGTERM drains and exits 0', async () => {
   const ready = await (await fetch(`${base}/readyz`)).json();
   assert.equal(ready.dependencies.database, true);
   const [beat] = await postgres(url, { max: 1 })`select count(*)::int as n from worker_heartbeats`;
-  assert.equal(beat!.n, 1, 'the worker pool heartbeats');
+  assert.equal(beat!.n, 2, 'both job runners (sends and webhooks) heartbeat');
   p.child.kill('SIGTERM');
   assert.equal(await p.exited, 0);
   assert.match(p.stdout(), /"msg":"stopped"/);
@@ -114,7 +114,8 @@ test('the built bundle: each role is one Node process on dist/, the API carries 
   const walk = (file: string) => {
     if (apiChunks.has(file)) return;
     apiChunks.add(file);
-    for (const m of readFileSync(path.join(ROOT, 'dist', file), 'utf8').matchAll(/^import (?:[^'"]*? from )?"\.\/([^"]+)";?$/gm)) walk(m[1]!);
+    // dist/api.js names the current build under dist/.b/; chunks import each other by ./name.
+    for (const m of readFileSync(path.join(ROOT, 'dist', file), 'utf8').matchAll(/^import (?:[^'"]*? from )?"\.\/([^"]+)";?$/gm)) walk(path.posix.join(path.posix.dirname(file), m[1]!));
   };
   walk('api.js');
   const staticCode = [...apiChunks].map((f) => readFileSync(path.join(ROOT, 'dist', f), 'utf8')).join('\n');

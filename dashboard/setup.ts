@@ -1,0 +1,34 @@
+import { createHmac } from 'node:crypto';
+import type { Config } from '../src/platform/config.ts';
+import { deriveKey, safeEqual } from '../src/platform/crypto.ts';
+import type { Sql } from '../src/platform/db.ts';
+import type { Logger } from '../src/platform/log.ts';
+import { ownerExists } from './owner.ts';
+
+/**
+ * The one-time setup link. In production an instance without an owner must not be claimable by
+ * whoever finds it first: sign-up then needs this token, which only the operator sees (in the
+ * API's start-up log) or bypasses with `cli owner create`. It is derived from SECRET_KEY, so
+ * every API replica logs and accepts the same link, and it is worth nothing once an owner
+ * exists, since sign-up closes for good then.
+ */
+export function ownerSetupToken(secretKey: string): string {
+  return createHmac('sha256', deriveKey(secretKey, 'owner-setup')).update('owner-setup.v1').digest('base64url');
+}
+
+/** Whether sign-up may go ahead: always in development, else only with the setup token. */
+export function setupAllowed(config: Pick<Config, 'development' | 'secretKey'>, token: string | undefined): boolean {
+  if (config.development) return true;
+  return typeof token === 'string' && token.length > 0 && token.length <= 128 && safeEqual(token, ownerSetupToken(config.secretKey));
+}
+
+/** `<PUBLIC_BASE_URL>/dashboard/signup?token=…`, or the listener's own URL without PUBLIC_BASE_URL. */
+export function ownerSetupUrl(config: Pick<Config, 'publicBaseUrl' | 'secretKey'>, listeningUrl: string): string {
+  return `${config.publicBaseUrl ?? listeningUrl}/dashboard/signup?token=${ownerSetupToken(config.secretKey)}`;
+}
+
+/** At an API's start in production, while no owner exists: one log line with the setup link. */
+export async function logOwnerSetup(sql: Sql, config: Config, log: Logger, listeningUrl: string) {
+  if (config.development || await ownerExists(sql)) return;
+  log.info({ setup_url: ownerSetupUrl(config, listeningUrl) }, 'owner setup');
+}
