@@ -1,6 +1,17 @@
 -- Operator views. Re-applied after every migration run, so they always match the schema.
 create schema if not exists ops;
 
+-- The smallest id of `prefix` made at or after `at`: ids are a prefix and a ULID whose first ten
+-- characters are the milliseconds, so a time window is an id range that the primary key serves.
+create or replace function mailroom_id_floor(prefix text, at timestamptz) returns text
+language sql immutable parallel safe as $$
+  select prefix || string_agg(
+    substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ', (((floor(extract(epoch from at) * 1000)::bigint) >> (5 * i)) & 31)::int + 1, 1),
+    '' order by i desc) || '0000000000000000'
+  from generate_series(0, 9) as i
+$$;
+
+
 create or replace view ops.queue as
 select task_identifier as task,
        case when locked_at is not null then 'running'
@@ -12,37 +23,75 @@ select task_identifier as task,
 from graphile_worker.jobs
 group by 1, 2;
 
-create or replace view ops.email_pipeline as
-select project_id,
-       status,
-       count(*) as emails,
-       now() - min(created_at) filter (where status = 'queued') as oldest_queued_age,
-       count(*) filter (where status = 'sent' and sent_at > now() - interval '5 minutes') as sent_last_5m,
-       count(*) filter (where status = 'sent' and sent_at > now() - interval '60 minutes') as sent_last_60m
-from emails
-group by project_id, status;
+-- Every view reads a bounded recent window (stated on each), so it costs the same at a million
+-- emails as at ten thousand; within its window every number is exact.
 
+-- Window: per project and status, the emails created in the last 24 hours that have finished
+-- (sent, failed, canceled), and every email still scheduled, queued or sending whatever its age,
+-- so a backlog never hides. sent_last_5m and sent_last_60m count by sent_at, on the sent row.
+create or replace view ops.email_pipeline as
+with finished as (
+  select project_id, status, count(*) as emails
+  from emails
+  where created_at > now() - interval '24 hours' and status not in ('scheduled', 'queued', 'sending')
+  group by project_id, status),
+unfinished as (
+  -- The statuses are constants, so the planner reads them from (project_id, status, id): the
+  -- rows in flight, never the project's history.
+  select p.id as project_id, c.status, c.emails, c.oldest_created_at
+  from projects p
+  cross join lateral (
+    select e.status, count(*) as emails, min(e.created_at) as oldest_created_at
+    from emails e
+    where e.project_id = p.id and e.status in ('scheduled', 'queued', 'sending')
+    group by e.status) c),
+recently_sent as (
+  select p.id as project_id,
+         (select count(*) from emails e where e.project_id = p.id and e.sent_at > now() - interval '5 minutes') as sent_last_5m,
+         (select count(*) from emails e where e.project_id = p.id and e.sent_at > now() - interval '60 minutes') as sent_last_60m
+  from projects p)
+select f.project_id, f.status, f.emails,
+       null::interval as oldest_queued_age,
+       case when f.status = 'sent' then r.sent_last_5m else 0 end as sent_last_5m,
+       case when f.status = 'sent' then r.sent_last_60m else 0 end as sent_last_60m
+from finished f join recently_sent r using (project_id)
+union all
+select u.project_id, u.status, u.emails,
+       case when u.status = 'queued' then now() - u.oldest_created_at end,
+       0::bigint, 0::bigint
+from unfinished u;
+
+-- Window: deliveries created in the last 24 hours (by id, which is time-ordered) for the success
+-- rate and the last error; pending deliveries whatever their age.
 create or replace view ops.webhook_health as
+with pending as (
+  select endpoint_id, count(*) as n from webhook_deliveries where status = 'pending' group by endpoint_id)
 select e.project_id,
        e.id as endpoint_id,
        e.url,
        e.status,
        e.consecutive_failures,
-       count(d.*) filter (where d.status = 'pending') as pending_deliveries,
-       round(100.0 * count(d.*) filter (where d.status = 'delivered' and d.created_at > now() - interval '24 hours')
-             / nullif(count(d.*) filter (where d.status <> 'pending' and d.created_at > now() - interval '24 hours'), 0), 1)
-         as success_rate_24h_pct,
+       coalesce((select n from pending where pending.endpoint_id = e.id), 0) as pending_deliveries,
+       round(100.0 * r.delivered / nullif(r.settled, 0), 1) as success_rate_24h_pct,
        (select d2.error from webhook_deliveries d2
-         where d2.endpoint_id = e.id and d2.project_id = e.project_id and d2.error is not null
+         where d2.project_id = e.project_id and d2.endpoint_id = e.id
+           and d2.id >= mailroom_id_floor('whd_', now() - interval '24 hours') and d2.error is not null
          order by d2.id desc limit 1) as last_error
 from webhook_endpoints e
-left join webhook_deliveries d on d.endpoint_id = e.id and d.project_id = e.project_id
-group by e.project_id, e.id;
+cross join lateral (
+  select count(*) filter (where d.status = 'delivered') as delivered,
+         count(*) filter (where d.status <> 'pending') as settled
+  from webhook_deliveries d
+  where d.project_id = e.project_id and d.endpoint_id = e.id
+    and d.id >= mailroom_id_floor('whd_', now() - interval '24 hours')) r;
 
+-- Window: what is in flight now (emails sending, deliveries pending), never history.
 create or replace view ops.stuck as
-select 'email' as kind, project_id, id, status, now() - updated_at as age
-from emails
-where status = 'sending' and updated_at < now() - interval '5 minutes'
+select 'email' as kind, s.project_id, s.id, s.status, now() - s.updated_at as age
+from projects p
+cross join lateral (
+  select e.project_id, e.id, e.status, e.updated_at from emails e
+  where e.project_id = p.id and e.status = 'sending' and e.updated_at < now() - interval '5 minutes') s
 union all
 select 'webhook_delivery', project_id, id, status, now() - next_attempt_at
 from webhook_deliveries
@@ -54,20 +103,25 @@ select project_id, id, value, region, verification_status, dkim_status, mail_fro
 from domains;
 
 -- Per SES connection: the pace sends are held to, the daily quota and its use, throttles, and
--- when the next send may go.
+-- when the next send may go. Window: sends of the last 24 hours, throttles of the last hour.
 create or replace view ops.providers as
 select pc.project_id,
        pc.region,
-       pc.max_send_rate as account_max_send_rate,
+       a.max_send_rate as account_max_send_rate,
        pc.rate_cap,
-       least(coalesce(pc.max_send_rate, 1), coalesce(pc.rate_cap, 'infinity'::float8))
-         / (case when pc.slowed_until > now() then 2 else 1 end) as send_rate,
-       pc.slowed_until > now() as slowed,
-       pc.max_24_hour_send,
-       (select count(*) from emails e
-         where e.project_id = pc.project_id and e.sent_at > greatest(now() - interval '24 hours', pc.created_at)) as sent_last_24h,
+       least(coalesce(a.max_send_rate, 1),
+             coalesce((select min(o.rate_cap) from provider_connections o where o.ses_account_id = a.id), 'infinity'::float8))
+         / (case when a.slowed_until > now() then 2 else 1 end) as send_rate,
+       a.slowed_until > now() as slowed,
+       a.max_24_hour_send,
+       -- Recipients, as SES counts them, of every project on the account, by hour.
+       (select coalesce(sum(u.recipients), 0) from ses_account_usage u
+         where u.account_id = a.id and u.hour > now() - interval '24 hours')::bigint as sent_last_24h,
        (select count(*) from provider_throttles t
          where t.project_id = pc.project_id and t.throttled_at > now() - interval '1 hour') as throttles_last_hour,
-       greatest(pc.next_send_slot, now()) as next_send_slot,
-       pc.quota_checked_at
-from provider_connections pc;
+       greatest(a.next_send_slot, now()) as next_send_slot,
+       a.quota_checked_at,
+       a.id as ses_account_id,
+       (select count(*) from provider_connections o where o.ses_account_id = a.id) as projects_on_account
+from provider_connections pc
+join ses_accounts a on a.id = pc.ses_account_id;

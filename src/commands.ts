@@ -12,6 +12,8 @@ import { toDomainResponse } from './domains/schemas.ts';
 import { createEndpoint, parseEventTypes, updateEndpoint } from './webhooks/service.ts';
 import { toEndpointResponse } from './webhooks/schemas.ts';
 import { reencodeLegacySecrets } from './webhooks/secret.ts';
+import { applyRetention } from './retention/apply.ts';
+import { rebuildStats } from './stats/rebuild.ts';
 import { TEMPLATE_COMMANDS } from './templates/commands.ts';
 import { registerOwner, SignupError } from '../dashboard/owner.ts';
 
@@ -159,6 +161,19 @@ export const COMMANDS: Record<string, Command> = {
         snsTopicArn: v['sns-topic-arn'] as string | undefined,
         maxSendRate: cap === undefined ? undefined : Number(cap),
       });
+    },
+  },
+  'retention run': {
+    usage: 'retention run',
+    async run(ctx) {
+      const { emails_removed, bodies_purged } = await applyRetention(ctx.sql(), ctx.config);
+      return { emails_removed, bodies_purged };
+    },
+  },
+  'stats rebuild': {
+    usage: 'stats rebuild',
+    async run(ctx) {
+      return { rebuilt: await rebuildStats(ctx.sql()) };
     },
   },
   'owner create': {

@@ -17,6 +17,11 @@ export type WorkerDeps = {
   config: Config;
   sql: Sql;
   log: Logger;
+  /**
+   * Who this worker process's email leases name, with the emails it is working on now. The
+   * process heartbeats for it, so a lease it holds stays its own through a database outage.
+   */
+  leases?: LeaseHolder;
   /** Tests only: an extra trusted CA, a fake resolver, a shorter timeout for webhook delivery. */
   webhooks?: WebhookTransportOverrides;
 };
@@ -40,3 +45,6 @@ export type TrackableEmail = {
  * Never throws for the content's sake: HTML it cannot rewrite in time goes untracked.
  */
 export type HtmlForSending = (email: TrackableEmail, log: Logger) => Promise<string | undefined>;
+
+/** The name a worker process's leases carry, and the emails it is attempting or has yet to settle. */
+export type LeaseHolder = { id: string; busy: Set<string> };

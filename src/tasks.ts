@@ -5,6 +5,7 @@ import { DOMAIN_RECHECK_CRON, domainRecheckTask } from './domains/recheck.task.t
 import { emailSendTask } from './emails/send.task.ts';
 import { htmlForSending } from './tracking/service.ts';
 import { PRUNE_CRON, pruneTask } from './platform/prune.task.ts';
+import { RETENTION_CRON, retentionApplyTask } from './retention/apply.task.ts';
 import { QUOTA_REFRESH_CRON, refreshQuotaTask } from './providers/refresh-quota.task.ts';
 import { startSqsPolling } from './events/sqs-poll.ts';
 import { startSinkServer } from './sink/server.ts';
@@ -21,13 +22,14 @@ export function buildTaskList(deps: WorkerDeps): TaskList {
     email__send: emailSendTask(deps, htmlForSending(deps)),
     maintenance__prune: pruneTask(deps),
     provider__refresh_quota: refreshQuotaTask(deps),
+    retention__apply: retentionApplyTask(deps),
     webhook__deliver: webhookDeliverTask(deps),
     webhook__flush: webhookFlushTask(deps),
   };
 }
 
 export function buildCrontab(_deps: WorkerDeps): CronItem[] {
-  return [DOMAIN_RECHECK_CRON, PRUNE_CRON, QUOTA_REFRESH_CRON];
+  return [DOMAIN_RECHECK_CRON, PRUNE_CRON, QUOTA_REFRESH_CRON, RETENTION_CRON];
 }
 
 /** Long-running services the worker process hosts besides jobs (the SMTP sink, queue polling). */

@@ -147,7 +147,9 @@ export function EmailPage(props: Base & {
       )}
 
       <h2>Text</h2>
-      {e.text !== null ? <pre>{e.text}</pre> : <p class="muted">No text part.</p>}
+      {e.bodyPurged
+        ? <p class="muted">The bodies were purged after BODY_RETENTION_DAYS.</p>
+        : e.text !== null ? <pre>{e.text}</pre> : <p class="muted">No text part.</p>}
       <p><a href={`${p}/emails`}>Back to emails</a></p>
     </Layout>
   );

@@ -11,7 +11,7 @@ const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, 
 
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[EmailWithBodies?]>`
-    select ${EMAIL_COLUMNS(sql)}, html, text from emails where id = ${emailId} and project_id = ${projectId}`;
+    select ${EMAIL_COLUMNS(sql)}, html, text, body_purged from emails where id = ${emailId} and project_id = ${projectId}`;
   return row;
 }
 
@@ -38,21 +38,33 @@ export async function releaseSubmittedMessageId(sql: Sql, projectId: string, ema
     where id = ${emailId} and project_id = ${projectId} and created_at <= now() - ${SUBMITTED_MESSAGE_ID_TTL}::interval`;
 }
 
-/** Newest first; fetches one extra row to answer has_more without a count. */
+/**
+ * Newest first; fetches one extra row to answer has_more without a count. A tag filter walks the
+ * tag's entries in email_tags in page order, so a rare tag reads the page's rows, not the project.
+ */
 export async function listEmails(
   sql: Sql,
   projectId: string,
   opts: { limit: number; startingAfter?: string; status?: EmailStatus; tag?: { name: string; value: string } },
 ) {
-  const rows = await sql<EmailRow[]>`
-    select ${EMAIL_COLUMNS(sql)}
-    from emails
-    where project_id = ${projectId}
-      ${opts.status ? sql`and status = ${opts.status}` : sql``}
-      ${opts.tag ? sql`and tags @> ${sql.json([opts.tag])}::jsonb` : sql``}
-      ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
-    order by id desc
-    limit ${opts.limit + 1}`;
+  const rows = opts.tag
+    ? await sql<EmailRow[]>`
+      select ${EMAIL_COLUMNS(sql)}
+      from email_tags t
+      join emails on emails.id = t.email_id and emails.project_id = t.project_id
+      where t.project_id = ${projectId} and t.name = ${opts.tag.name} and t.value = ${opts.tag.value}
+        ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+        ${opts.startingAfter ? sql`and t.email_id < ${opts.startingAfter}` : sql``}
+      order by t.email_id desc
+      limit ${opts.limit + 1}`
+    : await sql<EmailRow[]>`
+      select ${EMAIL_COLUMNS(sql)}
+      from emails
+      where project_id = ${projectId}
+        ${opts.status ? sql`and status = ${opts.status}` : sql``}
+        ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
+      order by id desc
+      limit ${opts.limit + 1}`;
   return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
 }
 
@@ -134,7 +146,13 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
         reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb,
         track_opens boolean, track_clicks boolean, template_id text, template_version integer, source text, raw_message text, message_id_header text, submitted_message_id text)
-      returning id, project_id, scheduled_at
+      returning id, project_id, scheduled_at, tags
+    ),
+    tagged as (
+      insert into email_tags (project_id, name, value, email_id)
+      select i.project_id, t->>'name', t->>'value', i.id
+      from inserted i cross join lateral jsonb_array_elements(i.tags) t
+      on conflict do nothing
     )
     select count(*) from graphile_worker.add_jobs(array(
       select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null,
@@ -177,17 +195,25 @@ export type ClaimedEmail = EmailEnvelopeRow & {
 
 /**
  * Moves an email to `sending` and takes its lease in the same statement, which also returns what
- * the send needs to know of its project: a `queued` email, or one
- * left in `sending` by an attempt whose lease ran out or whose worker pool stopped heartbeating.
- * Anything else (sent, failed, or a live lease held elsewhere) returns nothing, which is what
- * keeps a job that runs twice from sending twice.
+ * the send needs to know of its project: a `queued` email, or one left in `sending` by an attempt
+ * that can no longer be sending it. Anything else (sent, failed, or a lease held elsewhere)
+ * returns nothing, which is what keeps a job that runs twice from sending twice.
+ *
+ * A lease held elsewhere is taken over only when its holder gave it up, when its holder's pool
+ * was declared ended (stopped, or silent while a judge kept beating: `ended_at`), or when it ran
+ * out and its holder no longer beats. A missing heartbeat row never overrides a live lease, and a
+ * holder that beats keeps even a lease that ran out (for up to 15 minutes): after a database
+ * outage it may hold a send the provider accepted and has yet to record (settle-later.ts).
+ * `self` is this process's holder: a lease it holds on an email it is not working on (a claim
+ * whose answer was lost) is its own to take again.
  */
 export async function claimEmail(
   sql: Sql,
   projectId: string,
   emailId: string,
-  lease: { owner: string; seconds: number; deadAfterSeconds: number },
+  lease: { owner: string; seconds: number; deadAfterSeconds: number; self?: { id: string; busy: boolean } },
 ) {
+  const holder = sql`split_part(emails.lease_owner, '/', 1)`;
   // Committed with the claims and settles of other jobs running now: one WAL flush for many.
   const [row] = await commitShared(sql, (tx) => tx<ClaimedEmail[]>`
     update emails set status = 'sending', attempt_count = attempt_count + 1, updated_at = now(),
@@ -196,11 +222,14 @@ export async function claimEmail(
       and (status = 'queued'
         or (status = 'scheduled' and scheduled_at <= now() + interval '1 second')
         or (status = 'sending' and (
-        lease_expires_at is null or lease_expires_at < now()
-        or not exists (
-          select 1 from worker_heartbeats h
-          where h.pool_id = split_part(emails.lease_owner, '/', 1)
-            and h.last_seen_at > now() - make_interval(secs => ${lease.deadAfterSeconds})))))
+          lease_owner is null
+          or exists (select 1 from worker_heartbeats h where h.pool_id = ${holder} and h.ended_at is not null)
+          or (coalesce(lease_expires_at < now(), true) and not exists (
+            select 1 from worker_heartbeats h
+            where h.pool_id = ${holder} and h.ended_at is null
+              and h.last_seen_at > now() - make_interval(secs => ${lease.deadAfterSeconds})
+              and emails.lease_expires_at > now() - interval '15 minutes'))
+          ${lease.self && !lease.self.busy ? sql`or ${holder} = ${lease.self.id}` : sql``})))
     returning id, project_id, attempt_count, from_address, to_addresses, cc_addresses, bcc_addresses,
       reply_to_addresses, subject, html, text, headers, attachments, message_id_header, raw_message, lease_owner, tags,
       exists (select 1 from provider_connections pc where pc.project_id = emails.project_id) as has_provider,
@@ -213,11 +242,15 @@ export async function claimEmail(
   return row;
 }
 
-/** When another attempt's live lease ends, for an email that could not be claimed. */
+/**
+ * When to look again at an email another attempt holds: at its lease's end, or, for a lease that
+ * ran out while its holder still beats (a record it has yet to make), in a few seconds.
+ * Undefined once the email is no longer `sending`.
+ */
 export async function liveLeaseEnd(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[{ leaseExpiresAt: Date }?]>`
-    select lease_expires_at from emails
-    where id = ${emailId} and project_id = ${projectId} and status = 'sending' and lease_expires_at >= now()`;
+    select greatest(lease_expires_at, now() + interval '5 seconds') as lease_expires_at from emails
+    where id = ${emailId} and project_id = ${projectId} and status = 'sending'`;
   return row?.leaseExpiresAt;
 }
 
@@ -231,7 +264,7 @@ const HELD = (sql: Sql | TxSql, email: ClaimedEmail) =>
 
 /** The lease-release UPDATE both give-ups run, returning the email's id when the attempt still held it. */
 function releaseLease(sql: Sql, email: ClaimedEmail) {
-  return sql`update emails set lease_expires_at = now(), updated_at = now() where ${HELD(sql, email)} returning id`;
+  return sql`update emails set lease_owner = null, lease_expires_at = now(), updated_at = now() where ${HELD(sql, email)} returning id`;
 }
 
 /**
@@ -284,14 +317,16 @@ export async function markFailed(sql: Sql, email: ClaimedEmail, lastError: strin
  * spent quota) gives the attempt back: the message was never the problem.
  */
 export async function requeue(sql: Sql, email: ClaimedEmail, delayMs: number, countsAsAttempt: boolean) {
-  await sql.begin(async (tx) => {
-    const [row] = await tx`
+  // One statement, so atomic without a transaction block: a block whose connection the server
+  // ends goes back to postgres.js's pool all the same, and the next query on it never settles.
+  await sql`
+    with requeued as (
       update emails set status = 'queued', updated_at = now(), lease_owner = null, lease_expires_at = null,
         attempt_count = attempt_count - ${countsAsAttempt ? 0 : 1}
-      where ${HELD(tx, email)}
-      returning id`;
-    if (row) await tx`select ${sendJob(tx, email.id, email.projectId, delayMs)}`;
-  });
+      where ${HELD(sql, email)}
+      returning id
+    )
+    select ${sendJob(sql, email.id, email.projectId, delayMs)} from requeued`;
 }
 
 /**

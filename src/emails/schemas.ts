@@ -27,11 +27,14 @@ export const EmailResponse = z
     template: z.object({ id: z.string(), version: z.number().int() }).nullable().optional()
       .openapi({ description: 'The template and published version the email was rendered from; null when it was not.' }),
     source: z.enum(['api', 'smtp']).openapi({ description: 'How the email was submitted: `api` (HTTP) or `smtp` (the SMTP relay).' }),
+    body_purged: z.boolean().optional().openapi({
+      description: 'True once `BODY_RETENTION_DAYS` has passed and `html`, `text` and attachments were removed; false otherwise. Only `GET /v1/emails/{id}` shows it.',
+    }),
   })
   .openapi('EmailResponse');
 
 /** A list item: the email without its bodies, which only `GET /v1/emails/{id}` returns. */
-export const EmailListItem = EmailResponse.omit({ html: true, text: true }).openapi('EmailListItem');
+export const EmailListItem = EmailResponse.omit({ html: true, text: true, body_purged: true }).openapi('EmailListItem');
 
 export const EmailList = z
   .object({ data: z.array(EmailListItem), has_more: z.boolean() })
@@ -62,7 +65,7 @@ export type EmailRow = {
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-export type EmailWithBodies = EmailRow & { html: string | null; text: string | null };
+export type EmailWithBodies = EmailRow & { html: string | null; text: string | null; bodyPurged: boolean };
 
 /** The one mapping from a stored email to what callers see; bcc and attachments never leave. */
 export function toEmailListItem(row: EmailRow): z.infer<typeof EmailListItem> {
@@ -90,5 +93,5 @@ export function toEmailListItem(row: EmailRow): z.infer<typeof EmailListItem> {
 }
 
 export function toEmailResponse(row: EmailWithBodies): z.infer<typeof EmailResponse> {
-  return { ...toEmailListItem(row), html: row.html, text: row.text };
+  return { ...toEmailListItem(row), html: row.html, text: row.text, body_purged: row.bodyPurged };
 }

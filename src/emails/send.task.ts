@@ -10,7 +10,10 @@ import { composeMime } from './compose.ts';
 import * as q from './queries.ts';
 import type { ClaimedEmail } from './queries.ts';
 import { classifySendError, SlotMissed, type LastError } from '../providers/errors.ts';
-import { dailyQuotaWait, reserveSendSlot, slowDown } from '../providers/pacing.ts';
+import { giveBackSlot, reserveSendSlot, slowDown, throttledSince, type TakenSlot } from '../providers/pacing.ts';
+import { quotaRereadDone, rereadQuotaAfterThrottle } from '../providers/quota.ts';
+import { getProviderConnection } from '../providers/connections.ts';
+import { settlePending, settleSentWhenBack } from './settle-later.ts';
 import { transportFor, type Envelope, type SendOptions, type Transport } from '../providers/transport.ts';
 import { bareAddress, normaliseAddress } from '../suppressions/address.ts';
 import { suppressedAmong } from '../suppressions/queries.ts';
@@ -90,10 +93,20 @@ function messageFor(deps: WorkerDeps, email: ClaimedEmail, log: Logger, outgoing
   });
 }
 
-async function settleSent(sql: Sql, email: ClaimedEmail, messageId: string, viaSink: boolean, visible: string[]) {
+/**
+ * Records `sent`. The provider has accepted the message, so it is never released to be sent
+ * again: if the database refuses the record now (a restart, a failover), the message id is kept
+ * in memory and the record made when the database is back.
+ */
+async function settleSent(deps: WorkerDeps, email: ClaimedEmail, messageId: string, viaSink: boolean, visible: string[]) {
   const events: EmailEvent[] = [{ type: 'email.sent', data: { to: visible, provider_message_id: messageId } }];
   if (viaSink) events.push({ type: 'email.delivered', data: { to: visible, smtp_response: SINK_SMTP_RESPONSE } });
-  await q.markSent(sql, email, messageId, viaSink, events);
+  try {
+    await q.markSent(deps.sql, email, messageId, viaSink, events);
+  } catch (err) {
+    deps.log.warn({ emailId: email.id, providerMessageId: messageId, err: (err as Error).message }, 'accepted send not recorded yet; recording it when the database answers');
+    settleSentWhenBack(deps, email, messageId, viaSink, events);
+  }
 }
 
 async function settleFailed(sql: Sql, email: ClaimedEmail, lastError: LastError, message: string) {
@@ -109,15 +122,19 @@ async function settleFailed(sql: Sql, email: ClaimedEmail, lastError: LastError,
  * sleep starts at the answer, so the request never leaves before its slot, and the deadline is
  * counted from the asking, so a slow answer cannot push it later than the slot.
  */
-async function awaitSlot(sql: Sql, email: ClaimedEmail): Promise<number | undefined> {
+async function awaitSlot(sql: Sql, email: ClaimedEmail, recipients: number): Promise<{ leaveBy: number; slot: TakenSlot } | undefined> {
   const asked = performance.now();
-  const slot = await reserveSendSlot(sql, email.projectId);
-  if ('retryInMs' in slot) {
-    await q.requeue(sql, email, slot.retryInMs, false);
+  const decision = await reserveSendSlot(sql, email.projectId, recipients);
+  if ('quotaWaitMs' in decision) {
+    await q.requeue(sql, email, decision.quotaWaitMs, false);
     return undefined;
   }
-  if (slot.waitMs > 0) await sleep(slot.waitMs);
-  return asked + slot.waitMs + LATE_FOR_SLOT_MS;
+  if ('retryInMs' in decision) {
+    await q.requeue(sql, email, decision.retryInMs, false);
+    return undefined;
+  }
+  if (decision.waitMs > 0) await sleep(decision.waitMs);
+  return { leaveBy: asked + decision.waitMs + LATE_FOR_SLOT_MS, slot: decision.slot };
 }
 
 /**
@@ -126,7 +143,7 @@ async function awaitSlot(sql: Sql, email: ClaimedEmail): Promise<number | undefi
  * the second of the next slot's: it goes unsent and takes the next free slot, up to
  * MAX_SLOT_TRIES; after that the email goes back to the queue. Undefined when it was requeued.
  */
-async function sendInTurn(sql: Sql, log: Logger, email: ClaimedEmail, transport: Transport, raw: Buffer, envelope: Envelope) {
+async function sendInTurn(sql: Sql, log: Logger, email: ClaimedEmail, transport: Transport, raw: Buffer, envelope: Envelope, paced: { accountId?: string; taken?: TakenSlot }) {
   const send = async (options: SendOptions = {}) => {
     const started = performance.now();
     let left = true;
@@ -140,18 +157,26 @@ async function sendInTurn(sql: Sql, log: Logger, email: ClaimedEmail, transport:
     }
   };
   if (!transport.paced) return send();
-  const quotaWait = await dailyQuotaWait(sql, email.projectId);
-  if (quotaWait !== undefined) {
-    await q.requeue(sql, email, quotaWait, false);
-    return undefined;
-  }
+  // SES counts every recipient against the rate and the day.
+  const recipients = envelope.to.length + envelope.cc.length + envelope.bcc.length;
   for (let tries = 1; tries <= MAX_SLOT_TRIES; tries++) {
-    const leaveBy = await awaitSlot(sql, email);
-    if (leaveBy === undefined) return undefined;
+    // A throttle on this account is followed by a fresh read of its quota: no slot is taken at the old rate meanwhile.
+    await quotaRereadDone(paced.accountId);
+    const turn = await awaitSlot(sql, email, recipients);
+    if (turn === undefined) return undefined;
+    paced.accountId = turn.slot.accountId;
+    // Throttled while this send waited: its slot was spaced for a rate SES no longer allows.
+    if (throttledSince(turn.slot)) {
+      await giveBackSlot(sql, turn.slot);
+      continue;
+    }
+    paced.taken = turn.slot;
     try {
-      return await send({ leaveBy });
+      return await send({ leaveBy: turn.leaveBy });
     } catch (err) {
       if (!(err instanceof SlotMissed)) throw err;
+      paced.taken = undefined;
+      await giveBackSlot(sql, turn.slot);
     }
   }
   // A worker too busy to make any of its slots hands the email back rather than send it late.
@@ -183,39 +208,50 @@ async function composeOutgoing(deps: WorkerDeps, email: ClaimedEmail, log: Logge
 export function emailSendTask(deps: WorkerDeps, outgoingHtml?: HtmlForSending): Task {
   return async (payload, helpers) => {
     const { email_id: emailId, project_id: projectId } = Payload.parse(payload);
-    const { sql, config } = deps;
-    const owner = `${helpers?.job?.locked_by ?? 'worker'}/${randomUUID().slice(0, 12)}`;
-    const email = await q.claimEmail(sql, projectId, emailId, { owner, seconds: LEASE_SECONDS, deadAfterSeconds: config.workerDeadAfterSeconds });
+    const { sql, config, leases } = deps;
+    // Leases name this process's holder, which beats as long as the process lives, whatever
+    // happens to the job runner; without one (a task run on its own) they name the job's pool.
+    const owner = `${leases?.id ?? helpers?.job?.locked_by ?? 'worker'}/${randomUUID().slice(0, 12)}`;
+    const self = leases ? { id: leases.id, busy: leases.busy.has(emailId) } : undefined;
+    const email = await q.claimEmail(sql, projectId, emailId, { owner, seconds: LEASE_SECONDS, deadAfterSeconds: config.workerDeadAfterSeconds, self });
     if (!email) {
       // Another attempt holds it: look again when its lease ends, in case that attempt dies.
       const leaseEnd = await q.liveLeaseEnd(sql, projectId, emailId);
       if (leaseEnd) await q.enqueueSendAgain(sql, projectId, emailId, leaseEnd.getTime() - Date.now() + 1000);
       return;
     }
+    leases?.busy.add(emailId);
     try {
       await sendClaimed(deps, email, outgoingHtml);
     } catch (err) {
-      // The attempt ended on an error of its own (its database connection went, say) and sends
-      // nothing more. Its lease is given up, so the job's retry need not wait the lease out.
-      // Delivery stays at least once.
+      // The attempt ended on an error of its own (its database connection went, say) before the
+      // provider accepted anything, and sends nothing more. Its lease is given up, so the job's
+      // retry need not wait the lease out. Delivery stays at least once.
       await q.giveUpLease(sql, email).catch(() => giveUpLeaseWhenBack(deps, email));
       throw err;
+    } finally {
+      if (!settlePending(emailId) && !givingUp.has(emailId)) leases?.busy.delete(emailId);
     }
   };
 }
 
-/** When a refused give-up is tried again; by the last, the lease (LEASE_SECONDS) has run out anyway. */
-const GIVE_UP_RETRY_MS = [1000, 2000, 4000, 8000, 15_000, 15_000];
+/** Emails whose give-up waits for the database. */
+const givingUp = new Set<string>();
+
+/** Retries grow to the last and stay there until the database answers. */
+const GIVE_UP_RETRY_MS = [1000, 2000, 4000, 5000];
 
 /**
  * A give-up the database refused, as it does while it is away, is tried again in the background
  * until it answers; then the email's job runs again at once. Without this the email would wait
  * out its lease, since a retry that finds the lease live waits for its end.
  */
-function giveUpLeaseWhenBack({ sql, log }: WorkerDeps, email: ClaimedEmail) {
+function giveUpLeaseWhenBack({ sql, log, leases }: WorkerDeps, email: ClaimedEmail) {
+  leases?.busy.add(email.id);
+  givingUp.add(email.id);
   void (async () => {
-    for (const delayMs of GIVE_UP_RETRY_MS) {
-      await sleep(delayMs, undefined, { ref: false });
+    for (let i = 0; ; i++) {
+      await sleep(GIVE_UP_RETRY_MS[Math.min(i, GIVE_UP_RETRY_MS.length - 1)]!, undefined, { ref: false });
       try {
         if (await q.giveUpLeaseLate(sql, email)) {
           log.info({ emailId: email.id, projectId: email.projectId }, 'lease given up once the database answered; the email is tried again now');
@@ -225,7 +261,10 @@ function giveUpLeaseWhenBack({ sql, log }: WorkerDeps, email: ClaimedEmail) {
         // Still away: try again later.
       }
     }
-  })();
+  })().finally(() => {
+    givingUp.delete(email.id);
+    leases?.busy.delete(email.id);
+  });
 }
 
 /** The send of an email this attempt has claimed, to its settling as sent, failed or requeued. */
@@ -247,12 +286,13 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
 
   let sent: { messageId: string; viaSink: boolean };
   let transport: Transport | undefined;
+  const paced: { accountId?: string; taken?: TakenSlot } = {};
   try {
     transport = await transportFor(deps, projectId, emailId, email.hasProvider);
     // Composed before waiting for the slot, so the request leaves as close to it as possible.
     const raw = await messageFor(deps, email, log, outgoingHtml);
     const bare = (list: string[]) => list.map(bareAddress);
-    const result = await sendInTurn(sql, log, email, transport, raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags });
+    const result = await sendInTurn(sql, log, email, transport, raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags }, paced);
     if (!result) return;
     sent = { messageId: result.messageId, viaSink: transport.provider === 'sink' };
   } catch (err) {
@@ -260,13 +300,18 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
     const provider = transport?.provider ?? 'ses';
     const exhausted = outcome.retry && !outcome.pace && email.attemptCount >= MAX_SEND_ATTEMPTS;
     recordEmailOutcome(provider, !outcome.retry || exhausted ? 'failed' : outcome.pace === 'throttled' ? 'throttled' : 'retried');
+    // SES refused the message outright: its recipients did not count against the day.
+    if (paced.taken && (!outcome.retry || outcome.pace === 'daily_quota')) await giveBackSlot(sql, paced.taken);
     if (!outcome.retry) {
       await settleFailed(sql, email, outcome.lastError, outcome.message);
       log.warn({ lastError: outcome.lastError, reason: outcome.message }, 'email failed');
     } else if (outcome.pace === 'throttled') {
-      await slowDown(sql, projectId);
+      await slowDown(sql, projectId, paced.taken);
+      // SES's MaxSendRate may have dropped since it was read: read it again now, and follow it.
+      const conn = await getProviderConnection(sql, config, projectId);
+      if (conn) await rereadQuotaAfterThrottle(deps, conn);
       await q.requeue(sql, email, THROTTLE_RETRY_MS, false);
-      log.info({ reason: outcome.message }, 'email send throttled; pace halved for a minute');
+      log.info({ reason: outcome.message }, 'email send throttled; pace halved for a minute and the quota read again');
     } else if (outcome.pace === 'daily_quota') {
       await q.requeue(sql, email, QUOTA_RETRY_MS, false);
       log.warn({ reason: outcome.message }, 'email send waits for the daily quota');
@@ -280,7 +325,7 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
     }
     return;
   }
-  await settleSent(sql, email, sent.messageId, sent.viaSink, [...envelope.to, ...envelope.cc]);
+  await settleSent(deps, email, sent.messageId, sent.viaSink, [...envelope.to, ...envelope.cc]);
   recordEmailOutcome(sent.viaSink ? 'sink' : 'ses', 'sent');
   log.debug({ providerMessageId: sent.messageId, suppressed: suppressed.size }, 'email sent');
 }

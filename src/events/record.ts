@@ -33,7 +33,8 @@ export type EmailEvent = { type: EventType; data: Record<string, unknown>; dedup
  * project that takes the event's type, and a `webhook__flush` job for each endpoint they go to. `source` may itself change
  * the email (an UPDATE … RETURNING), so the change and everything it causes commit together in
  * one round trip. A repeated dedupe key records nothing. `add_jobs` is called only when there
- * are deliveries: it notifies the workers even for an empty list.
+ * are deliveries: it notifies the workers even for an empty list. The project's daily counters
+ * move in the same statement (countEvents), so they never disagree with the events.
  *
  * Yields `matched` (rows of `source`) and `event_ids` (the events recorded, in order).
  */
@@ -48,6 +49,7 @@ export function recordEventsStatement(sql: Sql | TxSql, source: PendingQuery<Row
       order by e.id
       on conflict (project_id, dedupe_key) where dedupe_key is not null do nothing
       returning id, project_id, type),
+    counted as (${countEvents(sql, sql`new_events`)}),
     ${newDeliveries(sql)}
     select (select count(*)::int from source) as matched,
       array(select id from new_events order by id) as event_ids,
@@ -82,6 +84,22 @@ export function flushJobsForNewDeliveries(sql: Sql | TxSql) {
           -- One order for every transaction, so two that flush the same endpoints cannot deadlock.
           order by f.endpoint_id)))
       end`;
+}
+
+/**
+ * Adds the events a CTE named `source` yields (`project_id, type`, and `created_at` if not now) to
+ * project_daily_counts, or takes them away with `sign` -1. Each connection adds to its own row
+ * (shard = its backend pid): a connection runs one transaction at a time, so two sends never wait
+ * on the same counter row, and no two transactions can lock counter rows in opposite orders.
+ */
+export function countEvents(sql: Sql | TxSql, source: PendingQuery<Row[]>, opts: { sign?: 1 | -1; at?: 'now' | 'created_at' } = {}) {
+  const day = opts.at === 'created_at' ? sql`(created_at at time zone 'UTC')::date` : sql`(now() at time zone 'UTC')::date`;
+  return sql`
+    insert into project_daily_counts as c (project_id, day, metric, shard, n)
+    select project_id, ${day}, type, pg_backend_pid(), ${opts.sign ?? 1} * count(*)
+    from ${source} group by 1, 2, 3
+    order by 1, 2, 3
+    on conflict (project_id, day, metric, shard) do update set n = c.n + excluded.n`;
 }
 
 /** The email as a statement source, unchanged. */

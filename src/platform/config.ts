@@ -71,6 +71,8 @@ const schema = z.object({
   SINK_MAX_MESSAGES: intIn(1, 10_000_000).default(5000),
   SINK_MAX_BYTES: intIn(1024 * 1024, Number.MAX_SAFE_INTEGER).default(256 * 1024 * 1024),
   WORKER_CONCURRENCY: intIn(1, 1000).default(8),
+  RETENTION_DAYS: intIn(1, 36_500).default(90),
+  BODY_RETENTION_DAYS: intIn(1, 36_500).default(30),
   // Webhook flushes and retries run apart from sends, so slow endpoints never hold a send's slot.
   WEBHOOK_CONCURRENCY: intIn(1, 1000).default(4),
   METRICS_PORT: intIn(0, 65535).default(9464),
@@ -169,6 +171,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
     sinkMaxMessages: e.SINK_MAX_MESSAGES,
     sinkMaxBytes: e.SINK_MAX_BYTES,
     workerConcurrency: e.WORKER_CONCURRENCY,
+    retentionDays: e.RETENTION_DAYS,
+    bodyRetentionDays: e.BODY_RETENTION_DAYS,
     webhookConcurrency: e.WEBHOOK_CONCURRENCY,
     metricsPort: e.METRICS_PORT,
     metricsToken: e.METRICS_TOKEN,

@@ -23,7 +23,7 @@ const MIGRATION_LOCK = 7243_6276_6401n;
  * blocking advisory lock so replicas starting together queue up instead of colliding.
  * Returns how many committed migrations this run applied.
  */
-export async function migrateDatabase(databaseUrl: string): Promise<{ applied: number }> {
+export async function migrateDatabase(databaseUrl: string, opts: { views?: boolean } = {}): Promise<{ applied: number }> {
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   try {
     return await sql.begin(async (lock) => {
@@ -35,13 +35,18 @@ export async function migrateDatabase(databaseUrl: string): Promise<{ applied: n
         logger: quietLogger,
       } as never);
       await installWorkerSchema({ connectionString: databaseUrl, logger: quietWorkerLogger });
-      for (const file of (await readdir(path.join(ROOT, 'sql'))).filter((f) => f.endsWith('.sql')).sort()) {
-        await lock.unsafe(await readFile(path.join(ROOT, 'sql', file), 'utf8'));
-      }
+      if (opts.views !== false) await applyViews(lock);
       return { applied: (await countApplied(lock)) - before };
     });
   } finally {
     await sql.end();
+  }
+}
+
+/** The ops views (sql/*.sql), defined again over whatever the migrations left. */
+export async function applyViews(sql: postgres.Sql | postgres.TransactionSql) {
+  for (const file of (await readdir(path.join(ROOT, 'sql'))).filter((f) => f.endsWith('.sql')).sort()) {
+    await sql.unsafe(await readFile(path.join(ROOT, 'sql', file), 'utf8'));
   }
 }
 

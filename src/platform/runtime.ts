@@ -4,7 +4,9 @@ import { ConfigError, loadConfig, type Config, type ConfigDefaults } from './con
 import { createSql, type Sql } from './db.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createRedis } from './redis.ts';
-import { onShutdown } from './shutdown.ts';
+import { randomUUID } from 'node:crypto';
+import { onShutdown, SHUTDOWN_BUDGET_MS } from './shutdown.ts';
+import { flushPendingSettles } from '../emails/settle-later.ts';
 import { startMetricsServer } from './metrics.ts';
 import { reencodeLegacySecrets } from '../webhooks/secret.ts';
 import { createApp } from '../http/app.ts';
@@ -42,6 +44,9 @@ export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolea
   const [{ buildCrontab, buildTaskList, startWorkerServices }, { startWorker }] = await Promise.all([import('../tasks.ts'), import('./worker.ts')]);
   // The sink listens before jobs start, so sink-bound sends picked up at boot find it.
   const services = await startWorkerServices(deps);
+  // The name this process's email leases carry; it beats as long as the process lives.
+  const leases = deps.leases ?? { id: `holder-${randomUUID()}`, busy: new Set<string>() };
+  deps = { ...deps, leases };
   // Webhook flushes and retries run in a runner of their own: a slow endpoint holds one of
   // WEBHOOK_CONCURRENCY slots for up to its timeout, never a slot a send needs. Each runner takes
   // only the jobs of its own tasks.
@@ -52,17 +57,20 @@ export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolea
     concurrency: config.workerConcurrency,
     taskList: others,
     crontab: opts.crontab === false ? [] : buildCrontab(deps),
+    holderId: leases.id,
   });
+  // Webhook flushes hold no email lease, so their runner beats for its pool alone.
   const webhookWorker = await startWorker({ ...common, concurrency: config.webhookConcurrency, taskList: webhookTasks }).catch(async (err: unknown) => {
     await worker.stop();
     throw err;
   });
+  // Accepted sends not yet recorded get half the budget to be recorded before the heartbeat stops.
   const steps: Array<[string, () => Promise<unknown>]> = [
+    ['pending sends', () => flushPendingSettles(deps, SHUTDOWN_BUDGET_MS / 2)],
     ['worker', () => Promise.all([worker.stop(), webhookWorker.stop()])],
     ...services,
   ];
-  const endedOnItsOwn = Promise.race([worker.endedOnItsOwn, webhookWorker.endedOnItsOwn]);
-  return { poolId: worker.poolId, webhookPoolId: webhookWorker.poolId, endedOnItsOwn, steps };
+  return { poolId: worker.poolId, webhookPoolId: webhookWorker.poolId, worker, steps };
 }
 
 /** The webhook tasks, named `webhook__…`, apart from every other task. */
@@ -116,7 +124,6 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   const steps: Array<[string, () => Promise<unknown>]> = [];
   let url: string | undefined;
   let relayListeners: Running['relay'];
-  let jobsEnded: Promise<unknown> | undefined;
 
   if (role !== 'worker') {
     const app = createApp({ config, sql, log, limiter, redis });
@@ -164,7 +171,6 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
       process.exit(1);
     });
     steps.push(...worker.steps);
-    jobsEnded = worker.endedOnItsOwn;
     if (metrics) {
       steps.unshift(['metrics', metrics.close]);
       log.info({ port: metrics.port }, 'metrics listening');
@@ -179,12 +185,8 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   const close = async () => {
     for (const [, step] of steps) await step().catch(() => {});
   };
-  const shutdown = onShutdown(log, steps);
-  // A worker that no longer takes jobs exits, so its supervisor (compose's restart policy, a
-  // systemd unit, Kubernetes) starts a fresh one; the dead-pool sweep frees what it held.
-  void jobsEnded?.then((err) => {
-    log.fatal({ err: err instanceof Error ? err.message : String(err) }, 'the job runner stopped on its own after a database error; exiting to be restarted');
-    return shutdown(1);
-  });
+  // A database restart or failover is ridden through: postgres.js reconnects, and the worker
+  // starts its job runners again in-process (worker.ts), keeping what it holds in memory.
+  onShutdown(log, steps);
   return { config, sql, log, url, relay: relayListeners, close };
 }

@@ -25,6 +25,12 @@ export function onShutdown(log: Logger, steps: ShutdownStep[]): (exitCode: numbe
   // A rejection nothing handled (a library's own during a database outage, say) ends the process
   // with 1, as Node would, but through the same shutdown and with its reason logged.
   process.on('unhandledRejection', (reason) => {
+    // A library's own work that failed because the database is away (graphile-worker returning a
+    // shut-down runner's jobs, say) is the outage, not a fault of the process: it rides through.
+    if (isDatabaseUnreachable(reason)) {
+      log.warn({ err: (reason as Error).message }, 'a background task failed while the database was unreachable');
+      return;
+    }
     log.fatal({ err: reason instanceof Error ? reason.message : String(reason) }, 'unhandled promise rejection; shutting down');
     void shutdown(1);
   });
@@ -44,4 +50,16 @@ export async function runSteps(log: Logger, steps: ShutdownStep[], deadline: num
     if (outcome === 'timeout') log.warn({ step: name }, 'shutdown step did not finish within the budget; moving on');
     else if (outcome !== 'done') log.warn({ err: outcome, step: name }, 'shutdown step failed');
   }
+}
+
+/** Connection-level failures: the server refused, ended or dropped the connection, or is starting or stopping. */
+const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT', '57P01', '57P02', '57P03', '08000', '08003', '08006']);
+
+function isDatabaseUnreachable(reason: unknown): boolean {
+  const err = reason as { code?: string; message?: string; errors?: unknown[]; cause?: unknown } | undefined;
+  if (!err || typeof err !== 'object') return false;
+  if (err.code && UNREACHABLE_CODES.has(err.code)) return true;
+  if (Array.isArray(err.errors) && err.errors.length > 0 && err.errors.every(isDatabaseUnreachable)) return true;
+  if (err.cause && isDatabaseUnreachable(err.cause)) return true;
+  return /connect ECONNREFUSED|Connection terminated|terminating connection|the database system is (starting up|shutting down)|not queryable/.test(err.message ?? '');
 }

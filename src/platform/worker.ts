@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseCronItems, run, Logger as WorkerLogger, type CronItem, type Runner, type TaskList } from 'graphile-worker';
 import pg from 'pg';
 import type { Sql, TxSql } from './db.ts';
@@ -11,18 +12,30 @@ const DEAD_AFTER_SECONDS = 30;
 /** How often a pool also looks through the locked jobs for pools that never wrote a heartbeat. */
 const FULL_SWEEP_MS = 10 * 60_000;
 
+/** How soon a runner that graphile-worker shut down is started again, while the database is away. */
+const RESTART_RETRY_MS = [250, 500, 1000];
+
 export type WorkerHandle = {
-  runner: Runner;
+  /** The job runner now; a new one after each restart. */
+  readonly runner: Runner;
+  /** The pool id of the first runner (each restart has its own). */
   poolId: string;
-  /** Settles with the reason if graphile-worker stops taking jobs without being asked to. */
-  endedOnItsOwn: Promise<unknown>;
+  /** How many times the runner was started again after graphile-worker shut it down by itself. */
+  readonly restarts: number;
   stop(): Promise<void>;
 };
 
 /**
- * Runs graphile-worker with a heartbeat row per pool. A pool killed without a graceful stop
- * (SIGKILL, OOM, lost host) leaves locked jobs behind; the sweep releases them once its
- * heartbeat is stale, so another replica (or this one, restarted) picks them up in seconds.
+ * Runs graphile-worker with a heartbeat row per pool, and one for the lease holder the process's
+ * email leases name (`holderId`). A pool killed without a graceful stop (SIGKILL, OOM, lost host)
+ * leaves locked jobs behind; the sweep declares it ended once its heartbeat is stale, and
+ * releases its jobs, so another replica (or this one, restarted) picks them up in seconds.
+ *
+ * graphile-worker shuts its runner down by itself when a database error leaves the queue in an
+ * unknown state (completions it could not record, as when the server restarts). The process
+ * stays up through that: the runner is started again in-process once the database answers, and
+ * what the process holds in memory (accepted sends yet to be recorded, leases given up late) is
+ * kept. The old runner's jobs are released to run again; their emails are guarded by their leases.
  */
 export async function startWorker(opts: {
   databaseUrl: string;
@@ -32,72 +45,142 @@ export async function startWorker(opts: {
   taskList: TaskList;
   crontab?: CronItem[];
   deadAfterSeconds?: number;
+  holderId?: string;
 }): Promise<WorkerHandle> {
   const { sql, log } = opts;
   const deadAfterSeconds = opts.deadAfterSeconds ?? DEAD_AFTER_SECONDS;
   // Beat at least three times per dead-after window, so a live pool is never mistaken for a dead one.
   const heartbeatMs = Math.min(HEARTBEAT_MS, Math.floor((deadAfterSeconds * 1000) / 3));
-  const events = new EventEmitter() as NonNullable<Parameters<typeof run>[0]['events']>;
-  let poolId = '';
-  events.on('pool:create', ({ workerPool }) => { poolId = workerPool.id; });
-
-  // graphile-worker shuts its pool down by itself when a database error leaves the queue in an
-  // unknown state (completions it could not record, jobs it could not give back, as when the
-  // server ends its connections). Nothing takes jobs after that, so the process must not carry on
-  // as if it were working. `endedOnItsOwn` settles only for an end that stop() did not ask for,
-  // as soon as the shutdown starts: graphile-worker 0.18.0's can wait for good on workers whose
-  // completion failed, and the process's own shutdown gives it the usual bounded time instead.
   let stopping = false;
-  let runnerEnded = false;
-  let runnerShuttingDown = false;
-  let shutDownOnItsOwn: (reason: Error) => void = () => {};
-  const shutdownStarted = new Promise<Error>((resolve) => { shutDownOnItsOwn = resolve; });
-  events.on('pool:gracefulShutdown', ({ message }) => {
-    runnerShuttingDown = true;
-    if (!stopping) shutDownOnItsOwn(new Error(`the job runner is shutting down on its own: ${message}`));
-  });
+  let restarts = 0;
 
-  // Our own pool, so stopping the worker also closes its connections (runner.stop() leaves a
-  // pool it created open), and a dropped connection is logged rather than crashing the process.
-  const pgPool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.concurrency + 2, application_name: 'mailroom-worker' });
-  const lost = (err: Error) => log.warn({ err: err.message }, 'worker database connection lost');
-  pgPool.on('error', lost);
-  pgPool.on('connect', (client) => client.on('error', lost));
-  const runner = await run({
-    pgPool,
-    concurrency: opts.concurrency,
-    taskList: opts.taskList,
-    parsedCronItems: parseCronItems(opts.crontab ?? []),
-    noHandleSignals: true,
-    pollInterval: 1000,
-    events,
-    preset: {
-      worker: {
-        // The pool fetches and locks a batch of due jobs in one query and hands them to its
-        // workers, and completions made in the same tick are settled in one query: two round
-        // trips fewer per job under load. A pool that dies with jobs in its local queue or
-        // unsettled is handled like any dead pool: the sweep below releases its locks.
-        localQueue: { size: Math.max(2, opts.concurrency) },
-        completeJobBatchDelay: 0,
-        failJobBatchDelay: 0,
+  // Each runner gets a pool of its own, so stopping the worker also closes its connections
+  // (runner.stop() leaves a pool it created open), a new runner never inherits connections the
+  // server ended, and a dropped connection is logged rather than crashing the process.
+  const newPgPool = () => {
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.concurrency + 2, application_name: 'mailroom-worker', connectionTimeoutMillis: 5000 });
+    const lost = (err: Error) => log.warn({ err: err.message }, 'worker database connection lost');
+    pool.on('error', lost);
+    pool.on('connect', (client) => client.on('error', lost));
+    return pool;
+  };
+
+  type Current = { runner: Runner; pgPool: pg.Pool; poolId: string; shuttingDown: boolean; ended: boolean };
+  const startRunner = async (): Promise<Current> => {
+    const events = new EventEmitter() as NonNullable<Parameters<typeof run>[0]['events']>;
+    const pgPool = newPgPool();
+    const current: Current = { runner: undefined as unknown as Runner, pgPool, poolId: '', shuttingDown: false, ended: false };
+    events.on('pool:create', ({ workerPool }) => { current.poolId = workerPool.id; });
+    events.on('pool:gracefulShutdown', ({ message }) => {
+      current.shuttingDown = true;
+      if (!stopping) void restart(current, message);
+    });
+    current.runner = await run({
+      pgPool,
+      concurrency: opts.concurrency,
+      taskList: opts.taskList,
+      parsedCronItems: parseCronItems(opts.crontab ?? []),
+      noHandleSignals: true,
+      pollInterval: 1000,
+      events,
+      preset: {
+        worker: {
+          // The pool fetches and locks a batch of due jobs in one query and hands them to its
+          // workers, and completions made in the same tick are settled in one query: two round
+          // trips fewer per job under load. A pool that dies with jobs in its local queue or
+          // unsettled is handled like any dead pool: the sweep below releases its locks.
+          localQueue: { size: Math.max(2, opts.concurrency) },
+          completeJobBatchDelay: 0,
+          failJobBatchDelay: 0,
+        },
       },
-    },
-    logger: new WorkerLogger((scope) => (level, message, meta) => {
-      // A line per completed job is debug noise at production volume; failures stay visible.
-      const routine = level === 'info' && message.startsWith('Completed task');
-      const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' && !routine ? 'info' : 'debug';
-      log[method]({ ...scope, ...(meta ?? {}) }, message);
-    }),
-  });
+      logger: new WorkerLogger((scope) => (level, message, meta) => {
+        // A line per completed job is debug noise at production volume; failures stay visible.
+        const routine = level === 'info' && message.startsWith('Completed task');
+        const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' && !routine ? 'info' : 'debug';
+        log[method]({ ...scope, ...(meta ?? {}) }, message);
+      }),
+    });
+    void current.runner.promise.then(() => undefined, () => undefined).then(() => {
+      current.ended = true;
+      if (!stopping && !current.shuttingDown) void restart(current, 'the job runner stopped');
+    });
+    return current;
+  };
+
+  let current = await startRunner();
+  const firstPoolId = current.poolId;
+  let restarting: Promise<void> | undefined;
+  /**
+   * A runner graphile-worker shut down by itself is left to finish in its own time (0.18.0's own
+   * shutdown can wait for good on a worker whose completion failed) and a new one is started as
+   * soon as the database answers. The old pool is declared ended and its jobs released: they run
+   * again on the new runner, where a job whose email this process still holds finds the lease
+   * and waits for it.
+   */
+  const restart = (old: Current, reason: string) => {
+    if (old !== current || restarting) return restarting;
+    log.warn({ pool: old.poolId, reason }, 'the job runner shut down on its own after a database error; starting a new one');
+    restarting = (async () => {
+      for (let i = 0; !stopping; i++) {
+        try {
+          // One statement on a fresh connection, bounded by its connect timeout: this runs while
+          // the server may still be away, and postgres.js can leave a query on an ended
+          // connection unanswered.
+          const probe = newPgPool();
+          try {
+            await probe.query(`
+              with ended as (
+                update worker_heartbeats set ended_at = coalesce(ended_at, now()), last_seen_at = '-infinity', jobs_released = true
+                where pool_id = $1
+              )
+              select graphile_worker.force_unlock_workers(array[$1]::text[])`, [old.poolId]);
+          } finally {
+            void probe.end().catch(() => {});
+          }
+          if (stopping) return;
+          const started = startRunner();
+          // A start that hangs on a connection the server ended is abandoned and tried again.
+          const next = await Promise.race([started, sleep(15_000).then(() => undefined)]);
+          if (!next) {
+            void started.then((late) => late.runner.stop().catch(() => {}).then(() => late.pgPool.end()).catch(() => {}), () => {});
+            throw new Error('the job runner did not start within 15 s');
+          }
+          // The old runner keeps its pool until it has finished its own shutdown.
+          void old.runner.promise.catch(() => {}).then(() => old.pgPool.end()).catch(() => {});
+          current = next;
+          restarts++;
+          await beat().catch(() => {});
+          log.info({ pool: current.poolId, restarts }, 'job runner started again');
+          return;
+        } catch (err) {
+          log.debug({ err: (err as Error).message }, 'job runner restart waits for the database');
+          await sleep(RESTART_RETRY_MS[Math.min(i, RESTART_RETRY_MS.length - 1)]!);
+        }
+      }
+    })().finally(() => { restarting = undefined; });
+    return restarting;
+  };
 
   // The first beat, and one every ten minutes, sweeps the locked jobs; the others only read the
-  // heartbeats, so a beat costs the same whatever the backlog.
+  // heartbeats, so a beat costs the same whatever the backlog. A pool is declared ended only by a
+  // worker that has itself been beating without a break for the whole dead-after window: after a
+  // database outage every pool's row is stale, and the first worker back must not take the
+  // others' leases before they had the time to beat again.
   let lastFullSweep = -Infinity;
+  let lastBeatOk = -Infinity;
+  let beatingSince = performance.now();
+  const ids = () => [current.poolId, ...(opts.holderId ? [opts.holderId] : [])];
   const beat = async () => {
     await sql`
-      insert into worker_heartbeats (pool_id, hostname, pid) values (${poolId}, ${os.hostname()}, ${process.pid})
-      on conflict (pool_id) do update set last_seen_at = now()`;
-    if (performance.now() - lastFullSweep < FULL_SWEEP_MS) return releaseJobsOfStalePools(sql, log, deadAfterSeconds);
+      insert into worker_heartbeats (pool_id, hostname, pid)
+      select id, ${os.hostname()}, ${process.pid} from unnest(${ids()}::text[]) as id
+      on conflict (pool_id) do update set last_seen_at = now() where worker_heartbeats.ended_at is null`;
+    const now = performance.now();
+    if (now - lastBeatOk > heartbeatMs * 2.5) beatingSince = now;
+    lastBeatOk = now;
+    if (now - beatingSince < deadAfterSeconds * 1000) return;
+    if (now - lastFullSweep < FULL_SWEEP_MS) return releaseJobsOfStalePools(sql, log, deadAfterSeconds);
     await releaseJobsOfDeadPools(sql, log, deadAfterSeconds);
     lastFullSweep = performance.now();
   };
@@ -107,26 +190,21 @@ export async function startWorker(opts: {
     beating = beat().catch((err) => log.warn({ err: (err as Error).message }, 'worker heartbeat failed'));
   }, heartbeatMs);
 
-  const runnerStopped = runner.promise.then(() => undefined, (err: unknown) => err).then((err) => {
-    runnerEnded = true;
-    return err ?? new Error('the job runner stopped');
-  });
-  const endedOnItsOwn = Promise.race([shutdownStarted, runnerStopped]).then((err) => (stopping ? new Promise<never>(() => {}) : err));
-
   return {
-    runner,
-    poolId,
-    endedOnItsOwn,
+    get runner() { return current.runner; },
+    poolId: firstPoolId,
+    get restarts() { return restarts; },
     async stop() {
       stopping = true;
       clearInterval(timer);
       await beating;
+      await restarting;
       // A shutdown graphile-worker started itself is waited for, not asked for a second time.
-      if (!runnerEnded) await (runnerShuttingDown ? runner.promise.catch(() => {}) : runner.stop());
-      await pgPool.end();
-      // Marked dead rather than deleted: a runner that ended on a database error may still hold
+      if (!current.ended) await (current.shuttingDown ? current.runner.promise.catch(() => {}) : current.runner.stop());
+      await current.pgPool.end();
+      // Marked ended rather than deleted: a runner that ended on a database error may still hold
       // jobs it could not give back, and the next sweep of any worker releases them by this row.
-      await sql`update worker_heartbeats set last_seen_at = '-infinity' where pool_id = ${poolId}`.catch(() => {});
+      await sql`update worker_heartbeats set last_seen_at = '-infinity', ended_at = now() where pool_id = any(${ids()}::text[])`.catch(() => {});
     },
   };
 }
@@ -138,14 +216,31 @@ export async function startWorker(opts: {
  * left to `releaseJobsOfDeadPools`. Two workers sweeping at once never both release one pool.
  */
 export async function releaseJobsOfStalePools(sql: Sql, log: Logger, deadAfterSeconds = DEAD_AFTER_SECONDS) {
-  reportReleased(log, await sql.begin((tx) => releaseStale(tx, deadAfterSeconds)));
+  reportReleased(log, await releaseStale(sql, deadAfterSeconds));
 }
 
-async function releaseStale(tx: TxSql, deadAfterSeconds: number): Promise<string[]> {
-  const gone = await tx<{ poolId: string; stopped: boolean }[]>`
-    delete from worker_heartbeats where last_seen_at < now() - make_interval(secs => ${deadAfterSeconds})
-    returning pool_id, last_seen_at = '-infinity' as stopped`;
-  if (gone.length) await tx`select graphile_worker.force_unlock_workers(${gone.map((row) => row.poolId)}::text[])`;
+/**
+ * One statement, so atomic without a transaction block (a block whose connection the server ends
+ * goes back to postgres.js's pool all the same). Pools are declared ended, not forgotten: a lease
+ * naming an ended pool is free at once, while a lease whose holder has no row at all is free only
+ * once it runs out. Ended pools are kept a day, long past any lease of theirs.
+ */
+async function releaseStale(sql: Sql, deadAfterSeconds: number): Promise<string[]> {
+  const gone = await sql<{ poolId: string; stopped: boolean }[]>`
+    with due as (
+      select pool_id, ended_at is not null as stopped from worker_heartbeats
+      where not jobs_released and (ended_at is not null or last_seen_at < now() - make_interval(secs => ${deadAfterSeconds}))
+      for update
+    ), ended as (
+      update worker_heartbeats h set ended_at = coalesce(h.ended_at, now()), last_seen_at = '-infinity', jobs_released = true
+      from due where h.pool_id = due.pool_id
+      returning h.pool_id, due.stopped
+    ), unlocked as (
+      select graphile_worker.force_unlock_workers(array(select pool_id from ended)) where exists (select 1 from ended)
+    ), forgotten as (
+      delete from worker_heartbeats where ended_at < now() - interval '1 day'
+    )
+    select pool_id, stopped, (select count(*) from unlocked) as unlocked from ended`;
   // A pool that stopped has usually given its jobs back already; only the silent ones are news.
   return gone.filter((row) => !row.stopped).map((row) => row.poolId);
 }
@@ -161,17 +256,18 @@ function reportReleased(log: Logger, pools: string[]) {
  * every ten minutes, and `releaseJobsOfStalePools` on the other beats.
  */
 export async function releaseJobsOfDeadPools(sql: Sql, log: Logger, deadAfterSeconds = DEAD_AFTER_SECONDS) {
-  reportReleased(log, await sql.begin(async (tx) => {
-    const stale = await releaseStale(tx, deadAfterSeconds);
-    const rowless = await tx<{ lockedBy: string }[]>`
+  const stale = await releaseStale(sql, deadAfterSeconds);
+  const rowless = await sql<{ lockedBy: string }[]>`
+    with dead as (
       select distinct j.locked_by from graphile_worker.jobs j
       where j.locked_by is not null
         and j.locked_at < now() - make_interval(secs => ${deadAfterSeconds})
         and not exists (
           select 1 from worker_heartbeats h
-          where h.pool_id = j.locked_by and h.last_seen_at > now() - make_interval(secs => ${deadAfterSeconds}))`;
-    const ids = rowless.map((d) => d.lockedBy);
-    if (ids.length) await tx`select graphile_worker.force_unlock_workers(${ids}::text[])`;
-    return [...stale, ...ids];
-  }));
+          where h.pool_id = j.locked_by and h.last_seen_at > now() - make_interval(secs => ${deadAfterSeconds}))
+    ), unlocked as (
+      select graphile_worker.force_unlock_workers(array(select locked_by from dead)) where exists (select 1 from dead)
+    )
+    select locked_by, (select count(*) from unlocked) as unlocked from dead`;
+  reportReleased(log, [...stale, ...rowless.map((d) => d.lockedBy)]);
 }

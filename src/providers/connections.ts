@@ -9,6 +9,8 @@ export type ProviderConnection = {
   projectId: string;
   provider: 'ses';
   region: string;
+  /** The `ses_accounts` row whose pace and daily count the connection shares. */
+  sesAccountId: string;
   accessKeyId: string;
   secretAccessKey: string;
   configurationSet: string | null;
@@ -59,20 +61,33 @@ export async function checkConnectInput(sql: Sql, input: ConnectInput) {
 export async function connectProvider(sql: Sql, config: Config, input: ConnectInput) {
   await checkConnectInput(sql, input);
   const sealed = encrypt(deriveKey(config.secretKey, 'provider-credentials'), input.secretAccessKey.trim());
+  // The account is the access key id in its region (SES's quota is the account's): projects
+  // connected with the same one share its row, its pace and its daily count. Known by a digest,
+  // so the row keeps no copy of the key. A quota read now replaces the account's; without one,
+  // the account keeps what it knew.
   await sql`
+    with account as (
+      insert into ses_accounts (region, access_key_digest, max_send_rate, max_24_hour_send, quota_checked_at)
+      values (${input.region}, sha256(convert_to(${input.accessKeyId.trim()}::text, 'UTF8')),
+        ${input.sendQuota?.maxSendRate ?? null}, ${input.sendQuota?.max24HourSend ?? null}, ${input.sendQuota ? sql`now()` : null})
+      on conflict (region, access_key_digest) do update set
+        max_send_rate = coalesce(excluded.max_send_rate, ses_accounts.max_send_rate),
+        max_24_hour_send = coalesce(excluded.max_24_hour_send, ses_accounts.max_24_hour_send),
+        quota_checked_at = coalesce(excluded.quota_checked_at, ses_accounts.quota_checked_at)
+      returning id
+    )
     insert into provider_connections (project_id, region, access_key_id, secret_access_key_encrypted,
-      configuration_set, events_queue_url, sns_topic_arn, rate_cap, max_send_rate, max_24_hour_send, quota_checked_at)
-    values (${input.projectId}, ${input.region}, ${input.accessKeyId.trim()}, ${sealed},
+      configuration_set, events_queue_url, sns_topic_arn, rate_cap, ses_account_id)
+    select ${input.projectId}, ${input.region}, ${input.accessKeyId.trim()}, ${sealed},
       ${input.configurationSet ?? null}, ${input.eventsQueueUrl ?? null}, ${input.snsTopicArn ?? null},
-      ${input.maxSendRate ?? null}, ${input.sendQuota?.maxSendRate ?? null}, ${input.sendQuota?.max24HourSend ?? null},
-      ${input.sendQuota ? sql`now()` : null})
+      ${input.maxSendRate ?? null}, account.id
+    from account
     on conflict (project_id) do update set
       region = excluded.region, access_key_id = excluded.access_key_id,
       secret_access_key_encrypted = excluded.secret_access_key_encrypted,
       configuration_set = excluded.configuration_set, events_queue_url = excluded.events_queue_url,
       sns_topic_arn = excluded.sns_topic_arn, rate_cap = excluded.rate_cap,
-      max_send_rate = excluded.max_send_rate, max_24_hour_send = excluded.max_24_hour_send,
-      quota_checked_at = excluded.quota_checked_at, updated_at = now()`;
+      ses_account_id = excluded.ses_account_id, updated_at = now()`;
   await sql`select pg_notify(${CONNECTIONS_CHANNEL}, ${input.projectId})`;
   return {
     project: input.projectId,
@@ -91,7 +106,7 @@ export async function disconnectProvider(sql: Sql, projectId: string) {
 }
 
 const CONNECTION_COLUMNS = (sql: Sql | TxSql) =>
-  sql`project_id, provider, region, access_key_id, secret_access_key_encrypted, configuration_set, events_queue_url, sns_topic_arn, updated_at`;
+  sql`project_id, provider, region, ses_account_id::text, access_key_id, secret_access_key_encrypted, configuration_set, events_queue_url, sns_topic_arn, updated_at`;
 
 /** The project's connection with its secret decrypted, or undefined: the project sends to the sink. */
 export async function getProviderConnection(sql: Sql, config: Config, projectId: string) {

@@ -1,63 +1,86 @@
 import type { Sql } from '../platform/db.ts';
 
 /**
- * Sends are spaced 1 / (0.85 × rate) apart, so a send that reaches SES up to about 170 ms later
- * than its slot (a busy event loop, a slow TLS write) still never puts more than the rate into
- * one second. A request that has not left the SES client soon enough after its slot takes
- * another (`sendInTurn`).
+ * What SES counts, and so what Mailroom accounts for, in one place: recipients per second and per
+ * 24 hours, per AWS account and region (`ses_accounts`, shared by every project connected with
+ * that access key id). The send task asks here and never counts for itself.
+ *
+ * Slots are spaced 1 / (0.85 × rate) apart per recipient, and no window of 1 / 0.85 s holds more
+ * recipients than the rate, so a send that reaches SES up to about 170 ms after its slot (a busy
+ * event loop, a slow TLS write) still never puts more than the rate into one second. A request
+ * that has not left the SES client soon enough after its slot takes another (`sendInTurn`).
  */
 const HEADROOM = 0.85;
 /** The rate assumed until SES has told us the account's quota: the sandbox's. */
 export const UNKNOWN_SEND_RATE = 1;
 /** A slot this close is waited for in the task; a later one re-runs the job at its time. */
 const MAX_WAIT_MS = 2000;
-/** How long a throttle halves the connection's pace. */
+/** How long a throttle halves the account's pace. */
 const SLOW_FOR = '1 minute';
 
-export type SlotDecision = { waitMs: number } | { retryInMs: number };
+/** A slot taken (`waitMs` until it), or none: the pace is ahead (`retryInMs`) or the day is spent (`quotaWaitMs`). */
+export type SlotDecision =
+  | { waitMs: number; slot: TakenSlot }
+  | { retryInMs: number }
+  | { quotaWaitMs: number };
+
+/** A slot as taken, so it can be given back when nothing was sent in it. */
+export type TakenSlot = { accountId: string; at: Date; recipients: number; takenAt: number };
 
 /**
- * Takes the connection's next free send slot, shared by every worker through one row: the update
- * is atomic, so two workers never get the same slot, and it needs nothing but PostgreSQL.
+ * Takes the account's next free slots for an email of `recipients` recipients (SES counts each),
+ * and counts them against the day. One call, under the account row's lock: two workers never get
+ * the same slot, and the daily check reads at most 25 hourly counters whatever the volume.
  */
-export async function reserveSendSlot(sql: Sql, projectId: string): Promise<SlotDecision> {
-  const spacing = sql`(1.0 / (${HEADROOM}::float8
-    * least(coalesce(max_send_rate, ${UNKNOWN_SEND_RATE}::float8), coalesce(rate_cap, 'infinity'::float8))
-    / (case when slowed_until > now() then 2 else 1 end)))`;
-  const [slot] = await sql<[{ waitMs: number }?]>`
-    update provider_connections
-    set next_send_slot = greatest(next_send_slot, now()) + make_interval(secs => ${spacing})
-    where project_id = ${projectId} and next_send_slot <= now() + make_interval(secs => ${MAX_WAIT_MS / 1000})
-    returning greatest(0, extract(epoch from (next_send_slot - make_interval(secs => ${spacing}) - now())) * 1000)::float8 as wait_ms`;
-  if (slot) return { waitMs: slot.waitMs };
-  const [busy] = await sql<[{ retryInMs: number }?]>`
-    select greatest(0, extract(epoch from (next_send_slot - now())) * 1000)::float8 as retry_in_ms
-    from provider_connections where project_id = ${projectId}`;
-  return { retryInMs: busy?.retryInMs ?? 0 };
+export async function reserveSendSlot(sql: Sql, projectId: string, recipients = 1): Promise<SlotDecision> {
+  const [row] = await sql<[{ accountId: string; slotAt: Date | null; waitMs: number | null; retryInMs: number | null; quotaWaitMs: number | null }?]>`
+    select account_id::text, slot_at, wait_ms, retry_in_ms, quota_wait_ms
+    from mailroom_take_send_slots(${projectId}, ${Math.max(1, recipients)}::int, ${HEADROOM}::float8, ${MAX_WAIT_MS}::float8, ${UNKNOWN_SEND_RATE}::float8)`;
+  if (!row) return { retryInMs: 0 };
+  if (row.quotaWaitMs !== null) return { quotaWaitMs: row.quotaWaitMs };
+  if (row.retryInMs !== null) return { retryInMs: row.retryInMs };
+  return { waitMs: row.waitMs ?? 0, slot: { accountId: row.accountId, at: row.slotAt!, recipients: Math.max(1, recipients), takenAt: performance.now() } };
 }
 
 /**
- * When the connection's 24-hour quota is spent, how long until the oldest send in the window
- * ages out (at most 10 minutes, so a raised quota is noticed); undefined while there is room.
+ * A slot nothing was sent in (the request missed it, or SES throttled it): its recipients no
+ * longer count against the day. The pace keeps it; a missed slot is simply not used.
  */
-export async function dailyQuotaWait(sql: Sql, projectId: string): Promise<number | undefined> {
-  const [row] = await sql<[{ full: boolean; retryInMs: number }?]>`
-    select count(e.id) >= pc.max_24_hour_send as full,
-           least(600000, greatest(1000, extract(epoch from (min(e.sent_at) + interval '24 hours' - now())) * 1000))::float8 as retry_in_ms
-    from provider_connections pc
-    left join emails e on e.project_id = pc.project_id
-      and e.sent_at > greatest(now() - interval '24 hours', pc.created_at)
-    where pc.project_id = ${projectId} and pc.max_24_hour_send >= 0
-    group by pc.max_24_hour_send`;
-  return row?.full ? row.retryInMs : undefined;
-}
-
-/** SES throttled us: half pace for a minute, and a mark for `ops.providers`. */
-export async function slowDown(sql: Sql, projectId: string) {
+export async function giveBackSlot(sql: Sql, slot: TakenSlot) {
   await sql`
+    update ses_account_usage set recipients = greatest(0, recipients - ${slot.recipients})
+    where account_id = ${slot.accountId} and hour = date_trunc('hour', ${slot.at}::timestamptz)`;
+}
+
+/** When each account was last throttled in this process (`performance.now()`). */
+const throttledAt = new Map<string, number>();
+
+/**
+ * Whether the account was throttled in this process after the slot was taken: the slot was
+ * spaced for a rate SES no longer allows, so the send takes a new one rather than be throttled too.
+ */
+export function throttledSince(slot: TakenSlot): boolean {
+  return (throttledAt.get(slot.accountId) ?? -Infinity) > slot.takenAt;
+}
+
+/**
+ * SES throttled a send: half pace for a minute for every project on the account, the slot's
+ * recipients given back, and a mark for `ops.providers`. Answers the account, whose quota the
+ * caller then reads again.
+ */
+export async function slowDown(sql: Sql, projectId: string, slot?: TakenSlot) {
+  if (slot) throttledAt.set(slot.accountId, performance.now());
+  const [row] = await sql<[{ accountId: string }?]>`
     with slowed as (
-      update provider_connections set slowed_until = now() + ${SLOW_FOR}::interval
-      where project_id = ${projectId} returning project_id
+      update ses_accounts set slowed_until = now() + ${SLOW_FOR}::interval,
+        -- Slots already handed out were spaced for the old pace; the next one starts afresh.
+        next_send_slot = greatest(next_send_slot, now())
+      where id = (select ses_account_id from provider_connections where project_id = ${projectId})
+      returning id
+    ), marked as (
+      insert into provider_throttles (project_id) select ${projectId} from slowed
     )
-    insert into provider_throttles (project_id) select project_id from slowed`;
+    select id::text as account_id from slowed`;
+  if (row) throttledAt.set(row.accountId, performance.now());
+  if (slot) await giveBackSlot(sql, slot);
 }

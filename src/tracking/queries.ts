@@ -1,5 +1,5 @@
 import type { Sql, TxSql } from '../platform/db.ts';
-import { flushJobsForNewDeliveries, newDeliveries } from '../events/record.ts';
+import { countEvents, flushJobsForNewDeliveries, newDeliveries } from '../events/record.ts';
 
 /** The original URLs of an email's tracked links, by position; written before the message leaves. */
 export async function storeTrackedLinks(sql: Sql, projectId: string, emailId: string, links: string[]) {
@@ -26,7 +26,7 @@ export type TrackingHit = {
  * Many opens and clicks in one statement: each an event whose `data` gains the email's visible
  * recipients and tags, the first of each kind the email's `opened_at` or `clicked_at` (an email
  * already marked is not touched, so a burst of opens of one email does not queue on its row), and
- * the webhook deliveries and flush jobs, as every event has. Hits of emails not found (or not of
+ * the project's daily counters, and the webhook deliveries and flush jobs, as every event has. Hits of emails not found (or not of
  * the project in the token) record nothing. Yields the types recorded.
  */
 export function recordHitsStatement(sql: Sql | TxSql, hits: TrackingHit[]) {
@@ -50,6 +50,7 @@ export function recordHitsStatement(sql: Sql | TxSql, hits: TrackingHit[]) {
       from hits h join emails e on e.id = h.email_id and e.project_id = h.project_id
       order by h.id
       returning id, project_id, type),
+    counted as (${countEvents(sql, sql`new_events`)}),
     ${newDeliveries(sql)}
     select array(select type from new_events) as types, (select count(*)::int from firsts) as firsts,
       ${flushJobsForNewDeliveries(sql)} as jobs`;

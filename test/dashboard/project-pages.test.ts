@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { recordEvent, type EventType } from '../../src/events/record.ts';
 import { insertSinkMessage } from '../../src/sink/store.ts';
+import { rebuildStats } from '../../src/stats/rebuild.ts';
 import { signedInWithTwoProjects } from './client.ts';
 
 const { ctx, b, a, other, P, Q } = await signedInWithTwoProjects();
@@ -15,10 +16,16 @@ async function send(key: string, body: Record<string, unknown> = {}) {
   return ((await res.json()) as { id: string }).id;
 }
 
-/** Records an event as the worker would, optionally dated `daysAgo` days back. */
+/**
+ * Records an event as the worker would, optionally dated `daysAgo` days back by hand; rows changed
+ * by hand reach the daily counters through `stats rebuild`, as an operator's would.
+ */
 async function event(projectId: string, emailId: string, type: EventType, daysAgo = 0) {
   const id = await ctx.sql.begin((tx) => recordEvent(tx, { projectId, emailId, type, data: { email_id: emailId, note: `${type} note` } }));
-  if (daysAgo) await ctx.sql`update events set created_at = now() - make_interval(days => ${daysAgo}) where id = ${id!}`;
+  if (daysAgo) {
+    await ctx.sql`update events set created_at = now() - make_interval(days => ${daysAgo}) where id = ${id!}`;
+    await rebuildStats(ctx.sql);
+  }
   return id!;
 }
 
@@ -78,9 +85,12 @@ test('overview: a 14-day SVG chart drawn on the server from the events, the tota
 test('overview: a connected SES account shows its pace and quota', async () => {
   const project = await ctx.tenant('ses');
   await ctx.sql`
-    insert into provider_connections (project_id, provider, region, access_key_id, secret_access_key_encrypted,
-                                      max_send_rate, max_24_hour_send, rate_cap, quota_checked_at)
-    values (${project.projectId}, 'ses', 'eu-west-1', 'AKIA', '\\x00'::bytea, 14, 50000, 10, now())`;
+    with account as (
+      insert into ses_accounts (region, access_key_digest, max_send_rate, max_24_hour_send, quota_checked_at)
+      values ('eu-west-1', sha256('AKIA-pages'::bytea), 14, 50000, now()) returning id
+    )
+    insert into provider_connections (project_id, provider, region, access_key_id, secret_access_key_encrypted, rate_cap, ses_account_id)
+    select ${project.projectId}, 'ses', 'eu-west-1', 'AKIA', '\\x00'::bytea, 10, id from account`;
   const page = await b.get(`/dashboard/projects/${project.projectId}`);
   assert.match(page.text, /Amazon SES, eu-west-1/);
   assert.match(page.text, /<th>Pace<\/th><td>10\/s<\/td>/);

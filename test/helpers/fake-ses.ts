@@ -35,7 +35,11 @@ export async function startFakeSes() {
   const requests: SendEmailRequest[] = [];
   /** When each accepted message was accepted (ms), and how many sends were refused as throttled. */
   const accepted: number[] = [];
+  /** Its recipients, as SES counts them against the rate and the day: one entry per accepted message. */
+  const acceptedRecipients: number[] = [];
   const stats = { throttled: 0, quotaRefused: 0 };
+  /** Runs after a message is accepted and before SES answers: a fault injected at that moment. */
+  const hooks: { beforeAnswer?: (req: SendEmailRequest) => Promise<void> } = {};
   // What GetAccount reports; SendEmail enforces it like SES: more than maxSendRate in any one
   // second is throttled, and past max24HourSend every send is refused.
   const quota = { maxSendRate: 1000, max24HourSend: 1_000_000 };
@@ -62,23 +66,31 @@ export async function startFakeSes() {
     parsed.authorization = String(req.headers.authorization ?? '');
     requests.push(parsed);
     const now = arrived;
-    if (accepted.length >= quota.max24HourSend) {
+    const d = parsed.Destination ?? {};
+    const recipients = Math.max(1, (d.ToAddresses?.length ?? 0) + (d.CcAddresses?.length ?? 0) + (d.BccAddresses?.length ?? 0));
+    const sum = (from: number) => acceptedRecipients.reduce((n, r, i) => (accepted[i]! > from ? n + r : n), 0);
+    if (sum(-Infinity) + recipients > quota.max24HourSend) {
       stats.quotaRefused++;
       error(res, 400, 'LimitExceededException', 'Daily message quota exceeded.');
       return;
     }
-    if (accepted.filter((t) => t > now - 1000).length >= quota.maxSendRate) {
+    // SES counts every recipient against MaxSendRate: more than that in any one second is throttled.
+    if (sum(now - 1000) + recipients > quota.maxSendRate) {
       stats.throttled++;
       error(res, 429, 'TooManyRequestsException', 'Maximum sending rate exceeded.');
       return;
     }
     const answer = script.shift() ?? 'ok';
-    if (answer === 'ok' || (typeof answer === 'object' && 'acceptThenDrop' in answer)) accepted.push(now);
+    if (answer === 'ok' || (typeof answer === 'object' && 'acceptThenDrop' in answer)) {
+      accepted.push(now);
+      acceptedRecipients.push(recipients);
+    }
     if (typeof answer === 'object' && 'acceptThenDrop' in answer) {
       req.socket.destroy();
       return;
     }
     if (answer === 'ok') {
+      if (hooks.beforeAnswer) await hooks.beforeAnswer(parsed);
       res.writeHead(200, { 'content-type': 'application/json', 'x-amzn-RequestId': `req-${++counter}` });
       res.end(JSON.stringify({ MessageId: `fake-ses-${Date.now()}-${counter}` }));
     } else if ('drop' in answer) {
@@ -93,6 +105,8 @@ export async function startFakeSes() {
     url,
     requests,
     accepted,
+    acceptedRecipients,
+    hooks,
     stats,
     quota,
     /** The most messages accepted in any one-second window. */
@@ -104,6 +118,25 @@ export async function startFakeSes() {
         peak = Math.max(peak, i - j + 1);
       }
       return peak;
+    },
+    /** The most recipients accepted in any one-second window, as SES counts them. */
+    peakRecipientsPerSecond() {
+      let peak = 0;
+      const order = accepted.map((t, i) => [t, acceptedRecipients[i]!] as const).sort((a, b) => a[0] - b[0]);
+      for (let i = 0, j = 0, n = 0; i < order.length; i++) {
+        n += order[i]![1];
+        while (order[i]![0] - order[j]![0] >= 1000) n -= order[j++]![1];
+        peak = Math.max(peak, n);
+      }
+      return peak;
+    },
+    /** Forgets what was sent and refused, keeping the quota. */
+    reset() {
+      accepted.length = 0;
+      acceptedRecipients.length = 0;
+      requests.length = 0;
+      stats.throttled = 0;
+      stats.quotaRefused = 0;
     },
     /** Queue answers for the next SendEmail calls, in order; after them every call succeeds. */
     answer(...answers: FakeSesAnswer[]) { script.push(...answers); },

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { readFile } from 'node:fs/promises';
 import postgres from 'postgres';
 import { randomBytes } from 'node:crypto';
-import { migrateDatabase } from '../../src/platform/migrate.ts';
+import { applyViews, migrateDatabase } from '../../src/platform/migrate.ts';
 import { startEmbeddedPostgres } from '../../src/platform/embedded-db.ts';
 
 /**
@@ -47,14 +47,14 @@ export async function globalSetup() {
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   await admin.unsafe(`create database ${template}`);
   await admin.end();
-  await migrateDatabase(withDatabase(adminUrl, template));
-  // Uncommitted schema work in migrations/current.sql applies too, as `graphile-migrate watch` would.
+  await migrateDatabase(withDatabase(adminUrl, template), { views: false });
+  // Uncommitted schema work in migrations/current.sql applies too, as `graphile-migrate watch` would,
+  // and the ops views after it, as after any migration.
   const current = await readFile(path.resolve('migrations/current.sql'), 'utf8');
-  if (current.replace(/--.*$/gm, '').trim()) {
-    const tpl = postgres(withDatabase(adminUrl, template), { max: 1, onnotice: () => {} });
-    await tpl.unsafe(current);
-    await tpl.end();
-  }
+  const tpl = postgres(withDatabase(adminUrl, template), { max: 1, onnotice: () => {} });
+  if (current.replace(/--.*$/gm, '').trim()) await tpl.unsafe(current);
+  await applyViews(tpl);
+  await tpl.end();
   process.env.MAILROOM_TEST_ADMIN_URL = adminUrl;
   process.env.MAILROOM_TEST_TEMPLATE = template;
 }

@@ -48,7 +48,9 @@ test('provider connect stores the secret encrypted; disconnect removes it', asyn
   const out = await runCli(['provider', 'connect', '--project', p.id, '--region', 'eu-west-1', '--access-key-id', 'AKIAEXAMPLE', '--secret-access-key', 'very-secret-value', '--configuration-set', 'mailroom'], env);
   assert.equal(out.code, 0, out.stderr);
   assert.deepEqual(out.json(), { project: p.id, provider: 'ses', region: 'eu-west-1', max_send_rate: 14, max_24_hour_send: 50000 });
-  const [quota] = await ctx.sql`select max_send_rate, max_24_hour_send, rate_cap, quota_checked_at from provider_connections where project_id = ${p.id}`;
+  const [quota] = await ctx.sql`
+    select a.max_send_rate, a.max_24_hour_send, pc.rate_cap, a.quota_checked_at
+    from provider_connections pc join ses_accounts a on a.id = pc.ses_account_id where pc.project_id = ${p.id}`;
   assert.equal(quota!.maxSendRate, 14);
   assert.equal(quota!.max24HourSend, 50000);
   assert.equal(quota!.rateCap, null);

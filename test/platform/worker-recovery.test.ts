@@ -19,7 +19,7 @@ test('jobs locked by a pool that stopped heartbeating are released; live pools k
   assert.deepEqual(rows.map((r) => [r.key, r.lockedBy]), [['alive', 'pool-alive'], ['dead', null]]);
 });
 
-test('the sweep on each heartbeat releases and forgets the pools whose heartbeat went stale or that stopped, and reads no job while none did', async () => {
+test('the sweep on each heartbeat releases the jobs of pools whose heartbeat went stale or that stopped and declares them ended, and reads no job while none did', async () => {
   await sql`delete from graphile_worker._private_jobs`;
   await sql`delete from worker_heartbeats`;
   for (const key of ['stale', 'stopped', 'live', 'rowless']) await sql`select graphile_worker.add_job('noop', '{}', job_key := ${key})`;
@@ -44,8 +44,9 @@ test('the sweep on each heartbeat releases and forgets the pools whose heartbeat
     await releaseJobsOfStalePools(sweeper, log, 30);
     const rows = await sql`select key, locked_by from graphile_worker.jobs order by key`;
     assert.deepEqual(rows.map((r) => [r.key, r.lockedBy]), [['live', 'pool-live'], ['rowless', 'pool-rowless'], ['stale', null], ['stopped', null]]);
-    const pools = await sql`select pool_id from worker_heartbeats order by pool_id`;
-    assert.deepEqual(pools.map((r) => r.poolId), ['pool-live'], 'the stale and the stopped pools are forgotten');
+    const pools = await sql`select pool_id, ended_at is not null as ended from worker_heartbeats order by pool_id`;
+    assert.deepEqual(pools.map((r) => [r.poolId, r.ended]), [['pool-live', false], ['pool-stale', true], ['pool-stopped', true]],
+      'the stale and the stopped pools are declared ended, so their leases are free at once');
 
     const before = await jobReads();
     await releaseJobsOfStalePools(sweeper, log, 30);
@@ -59,47 +60,82 @@ test('the sweep on each heartbeat releases and forgets the pools whose heartbeat
   }
 });
 
-test('a job runner that stops without being asked is reported; one stopped by stop() is not', async () => {
-  const start = () => startWorker({ databaseUrl: url, sql, log, concurrency: 1, taskList: {}, deadAfterSeconds: 30 });
+test('a job runner that graphile-worker stops by itself is started again in-process; one stopped by stop() is not', async () => {
+  const ran: string[] = [];
+  const start = () => startWorker({ databaseUrl: url, sql, log, concurrency: 1, taskList: { note: async (p) => { ran.push((p as { n: string }).n); } }, deadAfterSeconds: 30 });
 
   const asked = await start();
-  let reported = false;
-  void asked.endedOnItsOwn.then(() => { reported = true; });
   await asked.stop();
   await new Promise((r) => setTimeout(r, 100));
-  assert.equal(reported, false);
-  // A stopped pool is left marked dead, for the next sweep to release what it may still hold.
+  assert.equal(asked.restarts, 0);
+  // A stopped pool is left marked ended, for the next sweep to release what it may still hold.
   const [mark] = await sql<[{ stopped: boolean }]>`
-    select last_seen_at = '-infinity' as stopped from worker_heartbeats where pool_id = ${asked.poolId}`;
+    select last_seen_at = '-infinity' and ended_at is not null as stopped from worker_heartbeats where pool_id = ${asked.poolId}`;
   assert.equal(mark?.stopped, true);
 
   // graphile-worker ends its runner by itself on a database error it cannot recover from.
   const dropped = await start();
-  await dropped.runner.stop();
-  assert.ok(await dropped.endedOnItsOwn);
-  await dropped.stop();
+  try {
+    const first = dropped.runner;
+    await first.stop();
+    await waitUntil(() => dropped.restarts === 1, 5000);
+    assert.notEqual(dropped.runner, first, 'a new runner');
+    await sql`select graphile_worker.add_job('note', '{"n":"after"}')`;
+    await waitUntil(() => ran.includes('after'), 5000);
+    const [old] = await sql<[{ ended: boolean }]>`select ended_at is not null as ended from worker_heartbeats where pool_id = ${dropped.poolId}`;
+    assert.equal(old?.ended, true, 'the old pool is declared ended, its jobs released');
+  } finally {
+    await dropped.stop();
+  }
 });
 
-test('a shutdown the job runner starts by itself is reported as it starts, even while a job keeps it from finishing', async () => {
+test('a runner shut down by itself while a job keeps it from finishing is replaced at once, and the job left to end', async () => {
   // graphile-worker 0.18.0's own shutdown can wait for good on a worker whose completion failed;
   // a job that does not end holds it the same way.
   let jobStarted!: () => void;
   let letJobEnd!: () => void;
   const started = new Promise<void>((resolve) => { jobStarted = resolve; });
   const ended = new Promise<void>((resolve) => { letJobEnd = resolve; });
+  const ran: string[] = [];
   const handle = await startWorker({
-    databaseUrl: url, sql, log, concurrency: 1, deadAfterSeconds: 30,
-    taskList: { hold: async () => { jobStarted(); await ended; } },
+    // Two workers: the held job is released with the old pool and runs again on the new runner too.
+    databaseUrl: url, sql, log, concurrency: 2, deadAfterSeconds: 30,
+    taskList: { hold: async () => { jobStarted(); await ended; }, note: async (p) => { ran.push((p as { n: string }).n); } },
   });
   try {
     await sql`select graphile_worker.add_job('hold', '{}')`;
     await started;
     void handle.runner.stop(); // as graphile-worker does by itself after a database error
-    const reason = await Promise.race([handle.endedOnItsOwn, new Promise((resolve) => setTimeout(() => resolve('not reported'), 3000))]);
-    assert.ok(reason instanceof Error, `reported while the job still runs (${String(reason)})`);
-    assert.match(reason.message, /shutting down on its own/);
+    await waitUntil(() => handle.restarts === 1, 3000);
+    await sql`select graphile_worker.add_job('note', '{"n":"meanwhile"}')`;
+    await waitUntil(() => ran.includes('meanwhile'), 5000).catch(async (e) => {
+      throw new Error(`${e.message}: ${JSON.stringify(await sql`select task_identifier, locked_by, run_at, attempts, last_error from graphile_worker.jobs`)} pools ${JSON.stringify(await sql`select * from worker_heartbeats`)} first ${handle.poolId}`);
+    });
   } finally {
     letJobEnd();
     await handle.stop();
   }
 });
+
+test('after an outage, a worker declares no other pool ended until it has itself beaten for the whole dead-after window', async () => {
+  await sql`delete from worker_heartbeats`;
+  // Another pool's row went stale while the database was away; that pool is alive and about to beat.
+  await sql`insert into worker_heartbeats (pool_id, hostname, pid, last_seen_at) values ('pool-other', 'h', 9, now() - interval '10 seconds')`;
+  const handle = await startWorker({ databaseUrl: url, sql, log, concurrency: 1, taskList: {}, deadAfterSeconds: 3 });
+  try {
+    await new Promise((r) => setTimeout(r, 1500));
+    const [early] = await sql<[{ ended: boolean }]>`select ended_at is not null as ended from worker_heartbeats where pool_id = 'pool-other'`;
+    assert.equal(early?.ended, false, 'not judged by a worker that was away itself');
+    await waitUntil(async () => (await sql`select 1 from worker_heartbeats where pool_id = 'pool-other' and ended_at is not null`).length === 1, 8000);
+  } finally {
+    await handle.stop();
+  }
+});
+
+async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: number) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

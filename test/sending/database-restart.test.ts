@@ -10,7 +10,7 @@ import { createSql } from '../../src/platform/db.ts';
 const redisUrl = await testRedisUrl();
 const ctx = await createTestContext();
 
-test('a worker whose connections the server ends mid-batch, as a restart or failover does, sends everything: by itself or after exiting to its supervisor', { skip: redisUrl ? false : REDIS_SKIP_REASON, timeout: 180_000 }, async () => {
+test('a worker whose connections the server ends mid-batch, as a restart or failover does, sends everything and stays up', { skip: redisUrl ? false : REDIS_SKIP_REASON, timeout: 180_000 }, async () => {
   const { projectId } = await ctx.tenant('restart');
   // The test's own queries go through a pool the terminations spare.
   const admin = createSql(ctx.url, { max: 2, appName: 'restart-test-admin' });
@@ -76,7 +76,7 @@ test('a worker whose connections the server ends mid-batch, as a restart or fail
     });
     stopped = true;
     await stopProcess(worker);
-    assert.ok(exits.slice(0, -1).every((code) => code === 1), `a worker that stopped taking jobs exited with 1 (${exits.join(', ')})`);
+    assert.deepEqual(exits.slice(0, -1), [], 'the worker rode through the terminations without exiting');
 
     const events = await admin<{ n: number }[]>`
       select count(*)::int as n from events where project_id = ${projectId} and type = 'email.sent' group by email_id`;

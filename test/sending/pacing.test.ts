@@ -12,15 +12,16 @@ import { emailSendTask } from '../../src/emails/send.task.ts';
 import { reserveSendSlot } from '../../src/providers/pacing.ts';
 import { sesClientFor } from '../../src/providers/ses-client.ts';
 import { createLogger } from '../../src/platform/log.ts';
+import { createSql } from '../../src/platform/db.ts';
 import { emailState, insertEmail, noHelpers } from './fixtures.ts';
 
 const redisUrl = await testRedisUrl();
 const ses = await startFakeSes();
 const ctx = await createTestContext({ env: { AWS_ENDPOINT_URL_SESV2: ses.url, EMAIL_RETRY_BASE_MS: '50' } });
 
-async function sesProject(name: string, quota: { maxSendRate: number; max24HourSend: number }) {
+async function sesProject(name: string, quota: { maxSendRate: number; max24HourSend: number }, accessKeyId = `AKID${name}`) {
   const { projectId } = await ctx.tenant(name);
-  await connectProvider(ctx.sql, ctx.config, { projectId, region: 'eu-west-1', accessKeyId: `AKID${name}`, secretAccessKey: 'secret', sendQuota: quota });
+  await connectProvider(ctx.sql, ctx.config, { projectId, region: 'eu-west-1', accessKeyId, secretAccessKey: 'secret', sendQuota: quota });
   return projectId;
 }
 
@@ -31,9 +32,7 @@ const statuses = async (projectId: string) => {
 };
 
 function resetSes(maxSendRate: number, max24HourSend = 1_000_000) {
-  ses.accepted.length = 0;
-  ses.stats.throttled = 0;
-  ses.stats.quotaRefused = 0;
+  ses.reset();
   Object.assign(ses.quota, { maxSendRate, max24HourSend });
 }
 
@@ -41,7 +40,8 @@ function resetSes(maxSendRate: number, max24HourSend = 1_000_000) {
 const SPACING_AT_2_PER_S = 1000 / (0.85 * 2);
 
 async function nextSlot(projectId: string) {
-  const [row] = await ctx.sql<[{ nextSendSlot: Date }]>`select next_send_slot from provider_connections where project_id = ${projectId}`;
+  const [row] = await ctx.sql<[{ nextSendSlot: Date }]>`
+    select a.next_send_slot from ses_accounts a join provider_connections pc on pc.ses_account_id = a.id where pc.project_id = ${projectId}`;
   return row.nextSendSlot.getTime();
 }
 
@@ -147,11 +147,12 @@ test('a slot whose answer comes back late is not sent in: its deadline counts fr
   // The reservation's answer takes 150 ms to come back (a busy database or worker); the slot was
   // counted from PostgreSQL's clock at its start, so a request sent on the answer would leave
   // 150 ms after its slot.
+  const [{ accountId }] = await ctx.sql<[{ accountId: string }]>`select ses_account_id::text as account_id from provider_connections where project_id = ${projectId}`;
   await ctx.sql.unsafe(`
     create function slow_slot_answer() returns trigger language plpgsql as $$
       begin perform pg_sleep(0.15); return new; end $$;
-    create trigger slow_slot_answer before update on provider_connections for each row
-      when (new.project_id = '${projectId}') execute function slow_slot_answer()`);
+    create trigger slow_slot_answer before update on ses_accounts for each row
+      when (new.id = ${Number(accountId)}) execute function slow_slot_answer()`);
   try {
     const task = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
     const id = await insertEmail(ctx.sql, projectId, {}, false);
@@ -159,27 +160,111 @@ test('a slot whose answer comes back late is not sent in: its deadline counts fr
     assert.equal(ses.requests.filter((r) => r.raw.includes(id)).length, 0, 'nothing left late for its slot');
     assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['queued', 0]);
   } finally {
-    await ctx.sql.unsafe('drop trigger slow_slot_answer on provider_connections; drop function slow_slot_answer()');
+    await ctx.sql.unsafe('drop trigger slow_slot_answer on ses_accounts; drop function slow_slot_answer()');
   }
 });
 
-test('throttling fails nothing and costs no attempt; the pace is halved and the throttle counted', { timeout: 60_000 }, async () => {
+test('throttling fails nothing and costs no attempt; the quota is read again at once and followed, so throttles stay at most 2 plus the rate', { timeout: 60_000 }, async () => {
   resetSes(4);
-  // The connection believes in 40/s while SES allows 4: SES throttles, and Mailroom adapts.
+  // The connection believes in 40/s, read at connect, while SES now allows 4: SES throttles, and
+  // Mailroom reads the account again and follows it, whatever the backlog.
   const projectId = await sesProject('throttled', { maxSendRate: 40, max24HourSend: 50_000 });
+  const total = 24;
+  for (let i = 0; i < total; i++) await insertEmail(ctx.sql, projectId, { subject: `Throttled ${i}` });
   const worker = await startTestWorker(ctx.config, ctx.sql);
-  for (let i = 0; i < 16; i++) await insertEmail(ctx.sql, projectId, { subject: `Throttled ${i}` });
-  await waitFor('every throttled email to be sent', async () => (await statuses(projectId)).sent?.n === 16, 40_000, 100);
+  await waitFor('every throttled email to be sent', async () => (await statuses(projectId)).sent?.n === total, 50_000, 100);
   await worker.stop();
   const byStatus = await statuses(projectId);
   assert.deepEqual(Object.keys(byStatus), ['sent']);
   assert.equal(byStatus.sent!.attempts, 1, 'a throttle is not an attempt');
   assert.ok(ses.stats.throttled > 0, 'SES did throttle');
-  const [view] = await ctx.sql<[{ throttlesLastHour: number; slowed: boolean; sendRate: number }]>`
-    select throttles_last_hour::int, slowed, send_rate from ops.providers where project_id = ${projectId}`;
+  assert.ok(ses.stats.throttled <= 2 + 4, `throttles at most 2 plus the rate, saw ${ses.stats.throttled}`);
+  const [view] = await ctx.sql<[{ throttlesLastHour: number; slowed: boolean; sendRate: number; accountMaxSendRate: number }]>`
+    select throttles_last_hour::int, slowed, send_rate, account_max_send_rate from ops.providers where project_id = ${projectId}`;
   assert.ok(view.throttlesLastHour > 0);
   assert.equal(view.slowed, true);
-  assert.equal(view.sendRate, 20, 'half of 40 while slowed');
+  assert.equal(view.accountMaxSendRate, 4, 'the rate SES reports now');
+  assert.equal(view.sendRate, 2, 'half of 4 while slowed');
+});
+
+test('an email of n recipients takes n of the rate: 10 emails of 5 recipients at MaxSendRate 10 never put more than 10 recipients in a second', { timeout: 60_000 }, async () => {
+  resetSes(10);
+  const projectId = await sesProject('recipients', { maxSendRate: 10, max24HourSend: 50_000 });
+  const to = (i: number) => [1, 2, 3, 4, 5].map((r) => `r${r}-${i}@example.net`);
+  for (let i = 0; i < 10; i++) await insertEmail(ctx.sql, projectId, { subject: `Five ${i}`, to: to(i).slice(0, 3), cc: to(i).slice(3, 4), bcc: to(i).slice(4) });
+  const worker = await startTestWorker(ctx.config, ctx.sql);
+  await waitFor('every five-recipient email to be sent', async () => (await statuses(projectId)).sent?.n === 10, 40_000, 100);
+  await worker.stop();
+  const peak = ses.peakRecipientsPerSecond();
+  process.stdout.write(`# 10 emails x 5 recipients at MaxSendRate 10: most recipients in one second ${peak}, throttles ${ses.stats.throttled}, sends ${ses.accepted.length}\n`);
+  assert.equal(ses.acceptedRecipients.reduce((a, b) => a + b, 0), 50);
+  assert.ok(peak <= 10, `at most 10 recipients in any second, saw ${peak}`);
+  assert.equal(ses.stats.throttled, 0, 'SES throttled nothing');
+  const [view] = await ctx.sql<[{ sentLast24h: number }]>`select sent_last_24h::int from ops.providers where project_id = ${projectId}`;
+  assert.equal(view.sentLast24h, 50, 'the day counts recipients');
+});
+
+test('projects connected with one access key id in one region share one pace and one daily count', { timeout: 60_000 }, async () => {
+  resetSes(5);
+  const a = await sesProject('shared-a', { maxSendRate: 5, max24HourSend: 30 }, 'AKIDSHARED');
+  const b = await sesProject('shared-b', { maxSendRate: 5, max24HourSend: 30 }, 'AKIDSHARED');
+  const other = await sesProject('shared-other', { maxSendRate: 5, max24HourSend: 30 }, 'AKIDOTHER');
+  for (let i = 0; i < 12; i++) await insertEmail(ctx.sql, i % 2 ? a : b, { subject: `Shared ${i}` });
+  const worker = await startTestWorker(ctx.config, ctx.sql);
+  await waitFor('both projects\' emails to be sent', async () => (await statuses(a)).sent?.n === 6 && (await statuses(b)).sent?.n === 6, 40_000, 100);
+  await worker.stop();
+  assert.ok(ses.peakRecipientsPerSecond() <= 5, `the two projects together stay at the account's 5/s, saw ${ses.peakRecipientsPerSecond()}`);
+  assert.equal(ses.stats.throttled, 0);
+  const rows = await ctx.sql<{ projectId: string; sesAccountId: string; sentLast24h: number; projectsOnAccount: number }[]>`
+    select project_id, ses_account_id::text, sent_last_24h::int, projects_on_account::int from ops.providers
+    where project_id in (${a}, ${b}, ${other}) order by project_id`;
+  const byProject = Object.fromEntries(rows.map((r) => [r.projectId, r]));
+  assert.equal(byProject[a]!.sesAccountId, byProject[b]!.sesAccountId, 'one account row');
+  assert.notEqual(byProject[other]!.sesAccountId, byProject[a]!.sesAccountId, 'another key is another account');
+  assert.deepEqual([byProject[a]!.sentLast24h, byProject[b]!.sentLast24h, byProject[other]!.sentLast24h], [12, 12, 0], 'one daily count for both');
+  assert.equal(byProject[a]!.projectsOnAccount, 2);
+  // The account's quota of 30 a day is shared: 18 more fit, and the 19th waits for the window.
+  assert.ok('waitMs' in await reserveSendSlot(ctx.sql, a, 17), '17 more recipients fit the day');
+  assert.ok('quotaWaitMs' in await reserveSendSlot(ctx.sql, b, 2), 'two more do not, from either project');
+  assert.ok('quotaWaitMs' in await reserveSendSlot(ctx.sql, a, 2), 'nor from the other: the day is shared');
+  assert.ok('waitMs' in await reserveSendSlot(ctx.sql, other), 'another account\'s day is its own');
+  const stored = await ctx.sql`select access_key_digest from ses_accounts where id = ${byProject[a]!.sesAccountId}::bigint`;
+  assert.ok(!String(stored[0]!.accessKeyDigest).includes('AKIDSHARED'), 'the account row keeps no copy of the key');
+});
+
+test('the daily-quota check reads a running counter, never the emails: the same cost at 10 and 100,000 sends a day', async () => {
+  resetSes(1000);
+  const projectId = await sesProject('counter', { maxSendRate: 1000, max24HourSend: 200_000 });
+  // 100,000 sent emails of the day, as a busy account has.
+  await ctx.sql`
+    insert into emails (id, project_id, status, from_address, to_addresses, subject, sent_at)
+    select 'email_counter' || lpad(i::text, 20, '0'), ${projectId}, 'sent', 'a@example.com', array['b@example.net'], 's', now() - interval '1 hour'
+    from generate_series(1, 100000) i`;
+  await ctx.sql`analyze emails`;
+  const reader = createSql(ctx.url, { max: 1 });
+  const emailReads = async () => {
+    await reader`select pg_stat_force_next_flush()`;
+    await new Promise((r) => setTimeout(r, 50));
+    const [row] = await ctx.sql<[{ n: number }]>`
+      select (select coalesce(seq_scan, 0) + coalesce(idx_scan, 0) from pg_stat_user_tables where relid = 'emails'::regclass)::int as n
+      from (select pg_stat_clear_snapshot()) cleared`;
+    return row.n;
+  };
+  try {
+    const before = await emailReads();
+    const started = performance.now();
+    for (let i = 0; i < 20; i++) assert.ok('waitMs' in await reserveSendSlot(reader, projectId));
+    const ms = performance.now() - started;
+    assert.equal(await emailReads(), before, 'taking slots and checking the day read no email');
+    const plan = await ctx.sql.unsafe(`explain select * from mailroom_take_send_slots('${projectId}', 1, 0.85, 2000, 1)`);
+    assert.ok(!JSON.stringify(plan).includes('emails'), 'nor does its plan');
+    await reader`select count(*) from emails where project_id = ${projectId}`;
+    assert.ok(await emailReads() > before, 'a read of the emails would have been counted');
+    process.stdout.write(`# 20 slot reservations with 100,000 sends today: ${ms.toFixed(1)} ms\n`);
+  } finally {
+    await reader.end();
+    await ctx.sql`delete from emails where project_id = ${projectId}`;
+  }
 });
 
 test('a spent daily quota keeps emails queued, without an attempt, until the window allows', async () => {
@@ -198,7 +283,7 @@ test('a spent daily quota keeps emails queued, without an attempt, until the win
   assert.ok(job.delay > 60, `re-run later, when the quota allows (${job.delay} s)`);
 
   // Once SES's quota is known to be spent, Mailroom does not even ask.
-  await ctx.sql`update provider_connections set max_24_hour_send = 2 where project_id = ${projectId}`;
+  await ctx.sql`update ses_accounts set max_24_hour_send = 2 where id = (select ses_account_id from provider_connections where project_id = ${projectId})`;
   const before = ses.requests.length;
   await task({ email_id: ids[2]!, project_id: projectId }, noHelpers);
   assert.equal(ses.requests.length, before);
@@ -241,8 +326,14 @@ test('a second claimer finds the live lease and sends nothing; a dead pool\'s le
     select extract(epoch from run_at - now())::float8 as delay from graphile_worker.jobs where key = ${id}`;
   assert.ok(job && job.delay > 40 && job.delay < 50, 'looked at again when the lease ends');
 
-  // The holder's pool stops heartbeating: its lease no longer protects the email.
-  await ctx.sql`update worker_heartbeats set last_seen_at = now() - interval '1 hour' where pool_id = 'live-pool'`;
+  // A missing heartbeat row (a sweep removed it, say, after an outage) never overrides a live lease.
+  await ctx.sql`delete from worker_heartbeats where pool_id = 'live-pool'`;
+  await task({ email_id: id, project_id: projectId }, noHelpers);
+  assert.equal(ses.requests.length, before, 'nothing was sent');
+  assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['sending', 1]);
+
+  // The holder's pool is declared ended, as a sweep by a worker that kept beating does: its lease no longer protects the email.
+  await ctx.sql`insert into worker_heartbeats (pool_id, hostname, pid, last_seen_at, ended_at) values ('live-pool', 'test', 1, '-infinity', now())`;
   await task({ email_id: id, project_id: projectId }, noHelpers);
   assert.deepEqual(await emailState(ctx.sql, projectId, id).then((s) => [s.status, s.attemptCount]), ['sent', 2]);
   await ctx.sql`select graphile_worker.remove_job(${id})`;

@@ -1,0 +1,285 @@
+import { createSql, type Sql } from '../src/platform/db.ts';
+import { createProject } from '../src/projects/service.ts';
+import { createApiKey } from '../src/keys/service.ts';
+import { newId } from '../src/platform/ids.ts';
+import { randomBase64url, sha256 } from '../src/platform/crypto.ts';
+import { rebuildStats } from '../src/stats/rebuild.ts';
+import { applyRetention } from '../src/retention/apply.ts';
+import { freePort, QUICK, round, sleep, spawnRole, type BenchContext, type BenchResult, type Service } from './support.ts';
+
+/**
+ * `npm run bench -- scale`: the reads of CONTRACT §17.2 at 10 thousand and at 1 million emails.
+ *
+ * History grows at one steady rate (1 million emails over 120 days, one every 10.4 s, ending now,
+ * spread over ten projects), so the small database is the last 1.2 days of the large one: what
+ * changes between the two is how much history lies behind the recent window, which is what must
+ * not slow a read down. Rows are loaded with generate_series straight into the schema as it stands
+ * (emails with bodies and tags, their events, one webhook delivery per event for the five projects
+ * with an endpoint, a suppression per bounce), then `stats rebuild` derives the counters and tag
+ * entries. Routes are timed as p50 of sequential requests to the production API bundle, SQL as the
+ * median of repeated runs. Then, at 1 million: the database size, retention of one day and of a
+ * month (and the bodies), and the accept and send latency while that month goes.
+ *
+ * Prints one line per read on stdout: {"bench":"scale","read":…,"small_ms":…,"large_ms":…,"ratio":…}.
+ */
+const SMALL = QUICK ? 2_000 : 10_000;
+const LARGE = QUICK ? 20_000 : 1_000_000;
+/** Seconds between two emails: a million over 120 days. */
+const SPACING_S = (120 * 86_400) / 1_000_000;
+const CHUNK = 100_000;
+const PROJECTS = 10;
+const PAGE = 20;
+const ROUTE_RUNS = 40;
+const SQL_RUNS = 15;
+
+const HTML = `<html><body><h1>Your order</h1><p>${'Thank you for your order. '.repeat(12)}</p><p>Questions? Reply to this email.</p></body></html>`;
+const TEXT = `Your order\n\n${'Thank you for your order. '.repeat(12)}\n\nQuestions? Reply to this email.`;
+
+type Setup = { projects: string[]; key: string; sendKey: string; cookie: string; base: Date };
+
+async function setUp(sql: Sql): Promise<Setup> {
+  const projects: string[] = [];
+  for (let p = 0; p < PROJECTS; p++) projects.push((await createProject(sql, `scale ${p}`)).id);
+  const { key } = await createApiKey(sql, projects[0]!, 'scale');
+  const { key: sendKey } = await createApiKey(sql, projects[1]!, 'scale-send');
+  for (let p = 0; p < PROJECTS; p += 2) {
+    await sql`insert into webhook_endpoints (id, project_id, url, secret_encrypted)
+      values (${newId('webhook')}, ${projects[p]!}, ${`https://hooks.bench.example/${p}`}, ${Buffer.from('not a real secret')})`;
+  }
+  // The measured project sends through SES (as far as ops.providers can tell); the others use the sink.
+  await sql`insert into provider_connections (project_id, region, access_key_id, secret_access_key_encrypted, max_send_rate, max_24_hour_send, quota_checked_at)
+    values (${projects[0]!}, 'us-east-1', 'AKIABENCHSCALE', ${Buffer.from('not a real secret')}, 14, 50000, now())`;
+  const owner = newId('owner');
+  await sql`insert into owner_accounts (id, email, password_hash) values (${owner}, 'owner@bench.example', 'unused')`;
+  const token = randomBase64url(32);
+  await sql`insert into dashboard_sessions (id, owner_id, csrf_secret, expires_at)
+    values (${sha256(token).toString('hex')}, ${owner}, ${randomBase64url(32)}, now() + interval '1 day')`;
+  // Ids for given times: the ULID's time part, then 16 characters of a hash (valid base32).
+  await sql.unsafe(`create or replace function bench_id(prefix text, at timestamptz, seed text) returns text
+    language sql immutable as $$ select left(mailroom_id_floor(prefix, at), length(prefix) + 10) || upper(substr(md5(seed), 1, 16)) $$`);
+  return { projects, key, sendKey, cookie: `mailroom_session=${token}`, base: new Date(Date.now() - 60_000) };
+}
+
+/**
+ * Emails number `from` to `to - 1`, newest first: email i was created i spacings before `base`, in
+ * project i % 10; within a project (j = i / 10) 1% fail, 1% bounce, 2% carry a rare tag.
+ */
+async function load(sql: Sql, s: Setup, from: number, to: number) {
+  for (let a = from; a < to; a += CHUNK) {
+    const b = Math.min(to, a + CHUNK);
+    await sql.begin(async (tx) => {
+      await tx`set local synchronous_commit = off`;
+      await tx`
+        insert into emails (id, project_id, status, from_address, to_addresses, subject, html, text, tags,
+                            sent_at, delivered_at, provider_message_id, created_at, updated_at)
+        select bench_id('email_', ts, 'e' || i), (${s.projects}::text[])[1 + i % 10],
+               case when j % 100 = 7 then 'failed' else 'sent' end,
+               'orders@bench.example', array['user' || (j % 20000) || '@customer.example'], 'Order ' || i,
+               ${HTML}, ${TEXT},
+               case when j % 50 = 0 then '[{"name":"category","value":"receipt"},{"name":"campaign","value":"rare"}]'::jsonb
+                    when i % 2 = 0 then '[{"name":"category","value":"receipt"}]'::jsonb
+                    else '[{"name":"category","value":"welcome"}]'::jsonb end,
+               case when j % 100 <> 7 then ts + interval '2 seconds' end,
+               case when j % 100 not in (7, 13) then ts + interval '5 seconds' end,
+               case when j % 100 <> 7 then 'bench-' || i end,
+               ts, ts + interval '5 seconds'
+        from generate_series(${a}::int, ${b - 1}::int) as i
+        cross join lateral (select i / 10 as j, ${s.base}::timestamptz - i * make_interval(secs => ${SPACING_S}) as ts) t`;
+      const lo = new Date(s.base.getTime() - (b - 1) * SPACING_S * 1000 - 1);
+      const hi = new Date(s.base.getTime() - a * SPACING_S * 1000 + 1);
+      await tx`
+        with ev as (
+          insert into events (id, project_id, email_id, type, data, created_at)
+          select bench_id('evt_', e.created_at + k.after, e.id || k.type), e.project_id, e.id, k.type,
+                 jsonb_build_object('tags', e.tags), e.created_at + k.after
+          from emails e
+          cross join lateral (values
+            ('email.sent', interval '2 seconds', e.status = 'sent'),
+            ('email.delivered', interval '5 seconds', e.status = 'sent' and e.delivered_at is not null),
+            ('email.bounced', interval '5 seconds', e.status = 'sent' and e.delivered_at is null),
+            ('email.failed', interval '2 seconds', e.status = 'failed')) as k(type, after, applies)
+          where e.created_at between ${lo} and ${hi} and k.applies
+          returning id, project_id, created_at)
+        insert into webhook_deliveries (id, project_id, endpoint_id, event_id, status, attempt_count, last_attempt_at,
+                                        next_attempt_at, response_status, error, created_at)
+        select bench_id('whd_', ev.created_at, ev.id), ev.project_id, w.id, ev.id,
+               case when abs(hashtext(ev.id)) % 100 = 0 then 'failed' else 'delivered' end, 1, ev.created_at + interval '1 second',
+               null, case when abs(hashtext(ev.id)) % 100 = 0 then 500 else 200 end,
+               case when abs(hashtext(ev.id)) % 100 = 0 then 'HTTP 500 from the receiver' end, ev.created_at
+        from ev join webhook_endpoints w on w.project_id = ev.project_id`;
+      await tx`
+        insert into suppressions (project_id, address, reason, email_id, created_at)
+        select project_id, to_addresses[1], 'bounced', id, created_at + interval '5 seconds'
+        from emails where created_at between ${lo} and ${hi} and status = 'sent' and delivered_at is null
+        on conflict do nothing`;
+    });
+    process.stderr.write(`bench: scale: loaded ${b} emails\n`);
+  }
+  const started = Date.now();
+  await rebuildStats(sql);
+  await sql`vacuum analyze`;
+  process.stderr.write(`bench: scale: stats rebuild and vacuum analyze in ${round((Date.now() - started) / 1000)} s\n`);
+}
+
+const median = (xs: number[]) => { const s = [...xs].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]!; };
+const p99 = (xs: number[]) => { const s = [...xs].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))]!; };
+
+async function timeRoute(url: string, headers: Record<string, string>): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < ROUTE_RUNS + 5; i++) {
+    const t0 = performance.now();
+    const res = await fetch(url, { headers });
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`${url}: ${res.status}`);
+    if (i >= 5) times.push(performance.now() - t0);
+  }
+  return median(times);
+}
+
+async function timeSql(sql: Sql, query: string): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < SQL_RUNS + 3; i++) {
+    const t0 = performance.now();
+    await sql.unsafe(query);
+    if (i >= 3) times.push(performance.now() - t0);
+  }
+  return median(times);
+}
+
+/** Every read of §17.2, by name, in ms. */
+async function measure(sql: Sql, s: Setup, api: string): Promise<Record<string, number>> {
+  const auth = { authorization: `Bearer ${s.key}` };
+  const p = s.projects[0]!;
+  // An email from the middle of the measured project's history: its page, and paging past it.
+  const total = (await sql`select count(*)::int as n from emails where project_id = ${p}`)[0]!.n as number;
+  const [middle] = await sql<[{ id: string }]>`
+    select id from emails where project_id = ${p} and created_at <= ${new Date(s.base.getTime() - (total * 10 / 2) * SPACING_S * 1000)}
+    order by created_at desc limit 1`;
+  const out: Record<string, number> = {};
+  const routes: Array<[string, string, Record<string, string>]> = [
+    ['GET /v1/emails', `/v1/emails?limit=${PAGE}`, auth],
+    ['GET /v1/emails?status=sent', `/v1/emails?limit=${PAGE}&status=sent`, auth],
+    ['GET /v1/emails?status=failed', `/v1/emails?limit=${PAGE}&status=failed`, auth],
+    ['GET /v1/emails?tag (common)', `/v1/emails?limit=${PAGE}&tag=category:receipt`, auth],
+    ['GET /v1/emails?tag (rare, 2%)', `/v1/emails?limit=${PAGE}&tag=campaign:rare`, auth],
+    ['GET /v1/emails?tag (on no email)', `/v1/emails?limit=${PAGE}&tag=campaign:none`, auth],
+    ['GET /v1/emails?starting_after (mid-history)', `/v1/emails?limit=${PAGE}&starting_after=${middle.id}`, auth],
+    ['GET /v1/emails/{id}', `/v1/emails/${middle.id}`, auth],
+    ['GET /v1/emails/{id}/events', `/v1/emails/${middle.id}/events`, auth],
+    ['GET /v1/suppressions', `/v1/suppressions?limit=${PAGE}`, auth],
+    ['GET /metrics', '/metrics', {}],
+    ['dashboard overview', `/dashboard/projects/${p}`, { cookie: s.cookie }],
+  ];
+  for (const [name, path, headers] of routes) out[name] = await timeRoute(api + path, headers);
+  for (const view of ['queue', 'email_pipeline', 'webhook_health', 'stuck', 'domains', 'providers']) {
+    out[`ops.${view}`] = await timeSql(sql, `select * from ops.${view}`);
+  }
+  return out;
+}
+
+async function sizes(sql: Sql) {
+  const [row] = await sql<[{ db: number; emails: number; events: number; deliveries: number }]>`
+    select pg_database_size(current_database())::float8 / 1048576 as db,
+           pg_total_relation_size('emails')::float8 / 1048576 as emails,
+           pg_total_relation_size('events')::float8 / 1048576 as events,
+           pg_total_relation_size('webhook_deliveries')::float8 / 1048576 as deliveries`;
+  return { db_mb: round(row.db), emails_mb: round(row.emails), events_mb: round(row.events), deliveries_mb: round(row.deliveries) };
+}
+
+/**
+ * Accept latency (POST /v1/emails, 4 at a time) and send latency (accepted to sent, through a
+ * worker and the sink) for `count` emails, while `during` runs.
+ */
+async function sendLatency(api: string, sql: Sql, s: Setup, count: number, during?: Promise<unknown>) {
+  const accept: number[] = [];
+  const ids: string[] = [];
+  let next = 0;
+  await Promise.all(Array.from({ length: 4 }, async () => {
+    while (next < count) {
+      next++;
+      const t0 = performance.now();
+      const res = await fetch(`${api}/v1/emails`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${s.sendKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ from: 'orders@bench.example', to: ['someone@customer.example'], subject: 'During retention', text: TEXT }),
+      });
+      const body = await res.json() as { id: string };
+      if (res.status !== 200 && res.status !== 201) throw new Error(`POST /v1/emails: ${res.status}`);
+      accept.push(performance.now() - t0);
+      ids.push(body.id);
+    }
+  }));
+  await during;
+  for (let i = 0; i < 600; i++) {
+    const [left] = await sql`select count(*)::int as n from emails where id = any(${ids}) and status <> 'sent'`;
+    if (left!.n === 0) break;
+    await sleep(100);
+  }
+  const sends = await sql<{ ms: number }[]>`
+    select extract(epoch from sent_at - created_at) * 1000 as ms from emails where id = any(${ids}) and sent_at is not null`;
+  return { accept_p50_ms: round(median(accept)), accept_p99_ms: round(p99(accept)), send_p50_ms: round(median(sends.map((r) => r.ms))), send_p99_ms: round(p99(sends.map((r) => r.ms))), sent: sends.length };
+}
+
+export async function scale(ctx: BenchContext): Promise<BenchResult> {
+  const sql = createSql(ctx.databaseUrl, { max: 4, appName: 'bench-scale' });
+  const services: Service[] = [];
+  try {
+    const s = await setUp(sql);
+    // Nothing leaves the machine: the measured project's SES connection points at a closed local port.
+    const env = { ...ctx.env, HOST: '127.0.0.1', API_RATE_LIMIT_PER_MINUTE: '1000000', LOG_LEVEL: 'warn', AWS_ENDPOINT_URL_SESV2: 'http://127.0.0.1:9', AWS_ENDPOINT_URL_SQS: 'http://127.0.0.1:9' };
+    const api = spawnRole('api', { ...env, PORT: '0', LOG_LEVEL: 'info' });
+    services.push(api);
+    const { url } = await api.logLine('api listening') as { url: string };
+
+    let started = Date.now();
+    await load(sql, s, 0, SMALL);
+    const loadSmallS = round((Date.now() - started) / 1000);
+    const small = await measure(sql, s, url);
+    started = Date.now();
+    await load(sql, s, SMALL, LARGE);
+    const loadLargeS = round((Date.now() - started) / 1000);
+    const large = await measure(sql, s, url);
+    for (const read of Object.keys(small)) {
+      process.stdout.write(`${JSON.stringify({ bench: 'scale', read, small_ms: round(small[read]!, 2), large_ms: round(large[read]!, 2), ratio: round(large[read]! / small[read]!, 2) })}\n`);
+    }
+    const before = await sizes(sql);
+
+    // Retention at 1 million over 120 days: the oldest day, then the rest of the month past 90 days.
+    const keepAll = { retentionDays: 36_500, bodyRetentionDays: 36_500 };
+    const worker = spawnRole('worker', { ...env, SINK_SMTP_PORT: String(await freePort()), METRICS_PORT: '0', LOG_LEVEL: 'info', RETENTION_DAYS: '36500', BODY_RETENTION_DAYS: '36500' });
+    services.push(worker);
+    await worker.logLine('worker running', 60_000);
+    const quiet = await sendLatency(url, sql, s, 400);
+    started = Date.now();
+    const day = await applyRetention(sql, { ...keepAll, retentionDays: 119 }, { now: s.base });
+    const dayS = (Date.now() - started) / 1000;
+    started = Date.now();
+    let monthS = 0;
+    const month = applyRetention(sql, { ...keepAll, retentionDays: 90 }, { now: s.base }).then((r) => { monthS = (Date.now() - started) / 1000; return r; });
+    const during = await sendLatency(url, sql, s, 400, month);
+    const monthResult = await month;
+    started = Date.now();
+    const bodies = await applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 30 }, { now: s.base });
+    const bodiesS = (Date.now() - started) / 1000;
+    await sql`vacuum analyze`;
+    const after = await sizes(sql);
+    return {
+      bench: 'scale',
+      emails_small: SMALL,
+      emails_large: LARGE,
+      load_small_s: loadSmallS,
+      load_large_s: loadLargeS,
+      overview_large_ms: round(large['dashboard overview']!, 2),
+      size_at_1m: before,
+      retention_day: { emails_removed: day.emails_removed, seconds: round(dayS, 2) },
+      retention_month: { emails_removed: monthResult.emails_removed, seconds: round(monthS, 2) },
+      body_purge: { bodies_purged: bodies.bodies_purged, seconds: round(bodiesS, 2) },
+      sends_quiet: quiet,
+      sends_during_month_removal: during,
+      size_after_retention_and_vacuum: after,
+    };
+  } finally {
+    for (const service of services.reverse()) await service.stop();
+    await sql.end({ timeout: 2 });
+  }
+}

@@ -1,0 +1,90 @@
+import type { Sql, TxSql } from '../platform/db.ts';
+import { countEvents } from '../events/record.ts';
+
+/** Emails a step removes or purges at most: a step holds its row locks for a few milliseconds. */
+export const RETENTION_BATCH = 500;
+
+
+/**
+ * Removes up to `batch` emails created before `cutoff`, oldest first, with their webhook
+ * deliveries, events and tag entries, in one statement, and takes their events off the daily
+ * counters. Rows another transaction holds are skipped (SKIP LOCKED), so a step never waits on a
+ * send; and a send never waits on a step, which only locks emails long past any send. Returns how
+ * many emails went.
+ */
+export async function removeExpiredEmails(sql: Sql | TxSql, cutoff: Date, batch = RETENTION_BATCH): Promise<number> {
+  const [row] = await sql<[{ removed: number }]>`
+    with doomed as (
+      select id, project_id, tags from emails
+      where created_at < ${cutoff}
+      order by created_at
+      limit ${batch}
+      for update skip locked),
+    gone_deliveries as (
+      delete from webhook_deliveries w
+      using events e, doomed d
+      where e.email_id = d.id and e.project_id = d.project_id
+        and w.event_id = e.id and w.project_id = e.project_id),
+    gone_events as (
+      delete from events e using doomed d
+      where e.email_id = d.id and e.project_id = d.project_id
+      returning e.project_id, e.type, e.created_at),
+    uncounted as (${countEvents(sql, sql`gone_events`, { sign: -1, at: 'created_at' })}),
+    gone_tags as (
+      delete from email_tags t
+      using doomed d cross join lateral jsonb_array_elements(d.tags) x
+      where t.project_id = d.project_id and t.name = x->>'name' and t.value = x->>'value' and t.email_id = d.id),
+    gone as (
+      delete from emails m using doomed d where m.id = d.id
+      returning m.id)
+    select count(*)::int as removed from gone`;
+  return row.removed;
+}
+
+/**
+ * Purges html, text, attachments (and a kept raw message) of up to `batch` emails created before
+ * `cutoff` whose bodies are still there, oldest first, marking them `body_purged`. Skips locked rows.
+ */
+export async function purgeExpiredBodies(sql: Sql | TxSql, cutoff: Date, batch = RETENTION_BATCH): Promise<number> {
+  const purgeRaw = (await hasRawMessage(sql)) ? sql`, raw_message = null` : sql``;
+  const rows = await sql`
+    update emails m set html = null, text = null, attachments = '[]'::jsonb, body_purged = true ${purgeRaw}
+    where m.id in (
+      select id from emails
+      where created_at < ${cutoff} and not body_purged
+      order by created_at
+      limit ${batch}
+      for update skip locked)`;
+  return rows.count;
+}
+
+/** Whether emails keep the raw message a relay received (a column the SMTP relay adds); it is a body too. */
+async function hasRawMessage(sql: Sql | TxSql): Promise<boolean> {
+  const [row] = await sql<[{ present: boolean }]>`
+    select exists (select 1 from information_schema.columns
+      where table_schema = current_schema() and table_name = 'emails' and column_name = 'raw_message') as present`;
+  return row.present;
+}
+
+/**
+ * Folds the counter rows of finished days (before yesterday, which no send still writes) into
+ * shard 0, and, after a run that removed emails, drops days whose count is zero (every event of
+ * the day removed). Keeps the counter table at one row per project, day and type.
+ */
+export async function foldDailyCounts(sql: Sql, afterRemoval: boolean): Promise<void> {
+  await sql`
+    with moved as (
+      delete from project_daily_counts
+      where day < (now() at time zone 'UTC')::date - 1 and shard <> 0
+      returning project_id, day, metric, n),
+    folded as (
+      insert into project_daily_counts as c (project_id, day, metric, shard, n)
+      select project_id, day, metric, 0, sum(n) from moved group by 1, 2, 3
+      order by 1, 2, 3
+      on conflict (project_id, day, metric, shard) do update set n = c.n + excluded.n)
+    select 1`;
+  if (!afterRemoval) return;
+  await sql`
+    delete from project_daily_counts
+    where day < (now() at time zone 'UTC')::date - 1 and shard = 0 and n = 0`;
+}

@@ -1,0 +1,33 @@
+import type { Sql } from '../platform/db.ts';
+
+/**
+ * Recomputes every number kept only to make reads fast from the rows it summarises: the daily
+ * event counters per project (from events) and the tag entries the tag filter reads (from each
+ * email's tags). One transaction; the counters are locked while it runs, so an event recorded
+ * meanwhile waits and is then counted once. Returns how many derived rows were written.
+ */
+export async function rebuildStats(sql: Sql): Promise<number> {
+  return sql.begin(async (tx) => {
+    await tx`lock table project_daily_counts in exclusive mode`;
+    await tx`delete from project_daily_counts`;
+    const counts = await tx`
+      insert into project_daily_counts (project_id, day, metric, shard, n)
+      select project_id, (created_at at time zone 'UTC')::date, type, 0, count(*)
+      from events group by 1, 2, 3`;
+    await tx`lock table email_tags in share row exclusive mode`;
+    await tx`
+      delete from email_tags t
+      where not exists (
+        select 1 from emails e
+        where e.id = t.email_id and e.project_id = t.project_id
+          and e.tags @> jsonb_build_array(jsonb_build_object('name', t.name, 'value', t.value)))`;
+    await tx`
+      insert into email_tags (project_id, name, value, email_id)
+      select e.project_id, x->>'name', x->>'value', e.id
+      from emails e cross join lateral jsonb_array_elements(e.tags) x
+      where e.tags <> '[]'::jsonb
+      on conflict do nothing`;
+    const [kept] = await tx<[{ n: number }]>`select count(*)::int as n from email_tags`;
+    return counts.count + kept.n;
+  });
+}

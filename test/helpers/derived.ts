@@ -1,0 +1,21 @@
+import assert from 'node:assert/strict';
+import type { Sql } from '../../src/platform/db.ts';
+
+/**
+ * Every derived number against a direct count of the rows it summarises: the daily counters per
+ * project, day and event type against events, and the tag entries against each email's tags.
+ */
+export async function assertDerivedMatchBaseRows(sql: Sql, what: string) {
+  const counted = await sql<{ key: string; n: number }[]>`
+    select project_id || ' ' || day || ' ' || metric as key, sum(n)::int as n
+    from project_daily_counts group by project_id, day, metric having sum(n) <> 0 order by 1`;
+  const direct = await sql<{ key: string; n: number }[]>`
+    select project_id || ' ' || (created_at at time zone 'UTC')::date || ' ' || type as key, count(*)::int as n
+    from events group by project_id, (created_at at time zone 'UTC')::date, type order by 1`;
+  assert.deepEqual(counted.map((r) => [r.key, r.n]), direct.map((r) => [r.key, r.n]), `${what}: daily counters = events`);
+  const tags = await sql<{ key: string }[]>`select project_id || ' ' || name || ':' || value || ' ' || email_id as key from email_tags order by 1`;
+  const fromEmails = await sql<{ key: string }[]>`
+    select e.project_id || ' ' || (x->>'name') || ':' || (x->>'value') || ' ' || e.id as key
+    from emails e cross join lateral jsonb_array_elements(e.tags) x order by 1`;
+  assert.deepEqual(tags.map((r) => r.key), fromEmails.map((r) => r.key), `${what}: email_tags = emails.tags`);
+}
