@@ -25,9 +25,11 @@ import { renderForSend } from '../templates/service.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
-export function createApp(given: AppDeps) {
-  // Sends render templates at accept time; the emails capability only knows the interface.
-  const deps: AppDeps = { ...given, renderTemplate: given.renderTemplate ?? renderForSend };
+export function createApp(deps: AppDeps) {
+  // Sends render templates at accept time; the emails capability only knows the interface. Set on
+  // the caller's object rather than a copy, so dependencies swapped in later (tests) still reach
+  // every route.
+  deps.renderTemplate ??= renderForSend;
   const app = new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
       if (!result.success) throw validationErrorFromZod(result.error, result.target);
