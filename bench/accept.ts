@@ -151,7 +151,7 @@ async function pgbench(databaseUrl: string, projectId: string, opts: { script?: 
 }
 
 /** wrk on PATH (Debian's wrk). */
-function wrkBinary(): string {
+export function wrkBinary(): string {
   const found = (process.env.PATH ?? '').split(':').map((d) => path.join(d, 'wrk')).find(existsSync);
   if (!found) throw new MissingTool('wrk', 'wrk');
   return found;

@@ -7,9 +7,9 @@ import { ServiceError } from './platform/errors.ts';
 import { createApiKey, revokeApiKey } from './keys/service.ts';
 import { disconnectProvider } from './providers/connections.ts';
 import { connectSesAccount } from './providers/quota.ts';
-import { addDomain, checkDomain } from './domains/service.ts';
+import { addDomain, checkDomain, updateDomainTracking } from './domains/service.ts';
 import { toDomainResponse } from './domains/schemas.ts';
-import { createEndpoint, updateEndpoint } from './webhooks/service.ts';
+import { createEndpoint, parseEventTypes, updateEndpoint } from './webhooks/service.ts';
 import { toEndpointResponse } from './webhooks/schemas.ts';
 import { reencodeLegacySecrets } from './webhooks/secret.ts';
 import { applyRetention } from './retention/apply.ts';
@@ -100,23 +100,44 @@ export const COMMANDS: Record<string, Command> = {
       return toDomainResponse(await checkDomain(ctx.sql(), ctx.config, undefined, args[0]));
     },
   },
+  'domain update': {
+    usage: 'domain update DOMAIN_ID [--open-tracking on|off] [--click-tracking on|off] [--tracking-domain HOST|none]',
+    options: { 'open-tracking': { type: 'string' }, 'click-tracking': { type: 'string' }, 'tracking-domain': { type: 'string' } },
+    async run(ctx, v, args) {
+      if (!args[0]) throw new ServiceError('invalid_input', `DOMAIN_ID is required: ${this.usage}`);
+      const onOff = (name: string) => {
+        const value = v[name];
+        if (value === undefined) return undefined;
+        if (value === 'on' || value === 'off') return value === 'on';
+        throw new ServiceError('invalid_input', `--${name} takes on or off: ${this.usage}`);
+      };
+      const host = v['tracking-domain'] as string | undefined;
+      return toDomainResponse(await updateDomainTracking(ctx.sql(), ctx.config, undefined, args[0], {
+        openTracking: onOff('open-tracking'),
+        clickTracking: onOff('click-tracking'),
+        trackingDomain: host === undefined ? undefined : host === 'none' || host === '' ? null : host,
+      }));
+    },
+  },
   'webhook create': {
-    usage: 'webhook create --project P --url URL',
-    options: { project: { type: 'string' }, url: { type: 'string' } },
+    usage: 'webhook create --project P --url URL [--events TYPE,TYPE]',
+    options: { project: { type: 'string' }, url: { type: 'string' }, events: { type: 'string' } },
     async run(ctx, v) {
-      const { endpoint, secret } = await createEndpoint(ctx.sql(), ctx.config, required(v, 'project', this.usage), required(v, 'url', this.usage));
+      const eventTypes = typeof v.events === 'string' ? parseEventTypes(v.events) : undefined;
+      const { endpoint, secret } = await createEndpoint(ctx.sql(), ctx.config, required(v, 'project', this.usage), required(v, 'url', this.usage), { eventTypes });
       // The only time the signing secret is printed; afterwards the dashboard reveals it.
       return { ...toEndpointResponse(endpoint), secret };
     },
   },
   'webhook update': {
-    usage: 'webhook update WH_ID [--url URL] [--enable | --disable]',
-    options: { url: { type: 'string' }, enable: { type: 'boolean' }, disable: { type: 'boolean' } },
+    usage: 'webhook update WH_ID [--url URL] [--events TYPE,TYPE|all] [--enable | --disable]',
+    options: { url: { type: 'string' }, events: { type: 'string' }, enable: { type: 'boolean' }, disable: { type: 'boolean' } },
     async run(ctx, v, args) {
       if (!args[0]) throw new ServiceError('invalid_input', `WH_ID is required: ${this.usage}`);
       if (v.enable && v.disable) throw new ServiceError('invalid_input', `--enable and --disable exclude each other: ${this.usage}`);
       const enabled = v.enable ? true : v.disable ? false : undefined;
-      return toEndpointResponse(await updateEndpoint(ctx.sql(), ctx.config, undefined, args[0], { url: v.url as string | undefined, enabled }));
+      const eventTypes = typeof v.events === 'string' ? parseEventTypes(v.events) : undefined;
+      return toEndpointResponse(await updateEndpoint(ctx.sql(), ctx.config, undefined, args[0], { url: v.url as string | undefined, enabled, eventTypes }));
     },
   },
   'provider connect': {

@@ -26,5 +26,25 @@ export type WorkerDeps = {
   webhooks?: WebhookTransportOverrides;
 };
 
+/** A sending domain's tracking switches (§15.1), as the send task reads them with the email. */
+export type DomainTracking = { openTracking: boolean; clickTracking: boolean; trackingDomain: string | null };
+
+/** What link and open tracking needs of an email at send time. */
+export type TrackableEmail = {
+  id: string;
+  projectId: string;
+  html: string;
+  trackOpens: boolean | null;
+  trackClicks: boolean | null;
+  domainTracking: DomainTracking | null;
+};
+
+/**
+ * The HTML to send in place of the stored one: tracking's rewrite (src/tracking/), handed to the
+ * send task by the task list, so sending does not depend on tracking. Undefined: send as stored.
+ * Never throws for the content's sake: HTML it cannot rewrite in time goes untracked.
+ */
+export type HtmlForSending = (email: TrackableEmail, log: Logger) => Promise<string | undefined>;
+
 /** The name a worker process's leases carry, and the emails it is attempting or has yet to settle. */
 export type LeaseHolder = { id: string; busy: Set<string> };

@@ -3,6 +3,7 @@ import type { WorkerDeps } from './interfaces.ts';
 import { domainCheckTask } from './domains/check.task.ts';
 import { DOMAIN_RECHECK_CRON, domainRecheckTask } from './domains/recheck.task.ts';
 import { emailSendTask } from './emails/send.task.ts';
+import { htmlForSending } from './tracking/service.ts';
 import { PRUNE_CRON, pruneTask } from './platform/prune.task.ts';
 import { RETENTION_CRON, retentionApplyTask } from './retention/apply.task.ts';
 import { QUOTA_REFRESH_CRON, refreshQuotaTask } from './providers/refresh-quota.task.ts';
@@ -17,7 +18,8 @@ export function buildTaskList(deps: WorkerDeps): TaskList {
   return {
     domain__check: domainCheckTask(deps),
     domain__recheck: domainRecheckTask(deps),
-    email__send: emailSendTask(deps),
+    // Tracking rewrites the HTML at send time; handed in here so sending never imports tracking.
+    email__send: emailSendTask(deps, htmlForSending(deps)),
     maintenance__prune: pruneTask(deps),
     provider__refresh_quota: refreshQuotaTask(deps),
     retention__apply: retentionApplyTask(deps),

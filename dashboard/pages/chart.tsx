@@ -6,6 +6,8 @@ export const SERIES_COLOURS: Record<ActivityKey, string> = {
   bounced: '#e67700',
   complained: '#a61e4d',
   failed: '#c92a2a',
+  opened: '#1098ad',
+  clicked: '#7048e8',
 };
 
 const WIDTH = 720;
@@ -21,7 +23,7 @@ function niceCeiling(n: number): number {
 }
 
 /**
- * Each day a group of five bars, one per outcome, drawn on the server: plain SVG, no script.
+ * Each day a group of bars, one per outcome and engagement (opens, clicks), drawn on the server: plain SVG, no script.
  * Bars rather than lines, so equal counts never hide one another. Each bar has a <title>, so
  * hovering shows its day and count; the page's table carries the same numbers as text.
  */
@@ -37,7 +39,7 @@ export function ActivityChart(props: { days: ActivityDay[] }) {
   return (
     <svg class="chart" role="img" aria-labelledby="chart-title" viewBox={`0 0 ${WIDTH} ${HEIGHT}`} width={WIDTH} height={HEIGHT}
       xmlns="http://www.w3.org/2000/svg" font-family="system-ui, sans-serif" font-size="11">
-      <title id="chart-title">Sent, delivered, bounced, complained and failed per day over the last {days.length} days</title>
+      <title id="chart-title">Sent, delivered, bounced, complained, failed, opened and clicked per day over the last {days.length} days</title>
       {ticks.map((t) => (
         <g>
           <line x1={PAD.left} x2={WIDTH - PAD.right} y1={y(t)} y2={y(t)} stroke="#dde1e8" />

@@ -4,7 +4,7 @@ import type { Project } from '../../src/projects/service.ts';
 import { BASE } from '../env.ts';
 import { ErrorNote, Form, Layout, when } from '../layout.tsx';
 
-export function DomainsPage(props: { csrf: string; email: string; project: Project; domains: DomainRow[]; error?: string }) {
+export function DomainsPage(props: { csrf: string; email: string; project: Project; domains: DomainRow[]; error?: string; trackingError?: { domainId: string; message: string } }) {
   const p = `${BASE}/projects/${props.project.id}/domains`;
   return (
     <Layout title="Sending domains" csrf={props.csrf} email={props.email} project={props.project}>
@@ -25,6 +25,15 @@ export function DomainsPage(props: { csrf: string; email: string; project: Proje
               ))}
             </tbody>
           </table>
+          <h3>Tracking</h3>
+          <p class="muted">Opens (a 1×1 image) and clicks (links through Mailroom) of mail from this domain; off by default. See docs/tracking.md.</p>
+          {props.trackingError?.domainId === d.id && <ErrorNote message={props.trackingError.message} />}
+          <Form action={`${p}/${d.id}/tracking`} csrf={props.csrf} class="tracking">
+            <label><input type="checkbox" name="open_tracking" value="on" checked={d.openTracking} /> Open tracking</label>{' '}
+            <label><input type="checkbox" name="click_tracking" value="on" checked={d.clickTracking} /> Click tracking</label>{' '}
+            <label>Tracking domain <input type="text" name="tracking_domain" value={d.trackingDomain ?? ''} maxlength={253} placeholder={`track.${d.value}`} /></label>{' '}
+            <button type="submit">Save tracking</button>
+          </Form>
         </section>
       ))}
       <h2>Add a domain</h2>

@@ -80,6 +80,8 @@ export function EmailPage(props: Base & {
           {e.scheduledAt && <tr><th>Scheduled for</th><td>{when(e.scheduledAt)}</td></tr>}
           <tr><th>Sent</th><td>{when(e.sentAt)}</td></tr>
           <tr><th>Delivered</th><td>{when(e.deliveredAt)}</td></tr>
+          <tr><th>Opened</th><td id="email-opened">{engagement(props.events, 'email.opened', e.openedAt)}</td></tr>
+          <tr><th>Clicked</th><td id="email-clicked">{engagement(props.events, 'email.clicked', e.clickedAt)}</td></tr>
           <tr><th>Provider message id</th><td>{e.providerMessageId ? <code>{e.providerMessageId}</code> : '—'}</td></tr>
           {e.lastError && <tr><th>Last error</th><td>{e.lastError}</td></tr>}
           {e.tags.length > 0 && <tr><th>Tags</th><td>{tagText(e.tags)}</td></tr>}
@@ -112,6 +114,18 @@ export function EmailPage(props: Base & {
         </table>
       )}
 
+      {clicksByLink(props.events).length > 0 && (
+        <>
+          <h2>Clicks by link</h2>
+          <table id="clicks-by-link">
+            <thead><tr><th>Link</th><th>Clicks</th><th>By machines</th></tr></thead>
+            <tbody>
+              {clicksByLink(props.events).map((l) => <tr><td><code>{l.link}</code></td><td>{l.clicks}</td><td>{l.machine}</td></tr>)}
+            </tbody>
+          </table>
+        </>
+      )}
+
       <h2>Webhook deliveries</h2>
       {props.deliveries.length === 0 ? <p class="muted">No webhook deliveries for this email.</p> : (
         <table id="email-deliveries">
@@ -139,6 +153,26 @@ export function EmailPage(props: Base & {
       <p><a href={`${p}/emails`}>Back to emails</a></p>
     </Layout>
   );
+}
+
+/** "3 times, first …", with how many came from image proxies or link scanners. */
+function engagement(events: EventRow[], type: 'email.opened' | 'email.clicked', first: Date | null): string {
+  const all = events.filter((ev) => ev.type === type);
+  if (all.length === 0 && !first) return '—';
+  const machine = all.filter((ev) => ev.data.machine === true).length;
+  return `${all.length} ${all.length === 1 ? 'time' : 'times'}${machine ? ` (${machine} by machines)` : ''}, first ${when(first ?? all[0]!.createdAt)}`;
+}
+
+function clicksByLink(events: EventRow[]) {
+  const byLink = new Map<string, { link: string; clicks: number; machine: number }>();
+  for (const ev of events) {
+    if (ev.type !== 'email.clicked' || typeof ev.data.link !== 'string') continue;
+    const entry = byLink.get(ev.data.link) ?? { link: ev.data.link, clicks: 0, machine: 0 };
+    entry.clicks++;
+    if (ev.data.machine === true) entry.machine++;
+    byLink.set(ev.data.link, entry);
+  }
+  return [...byLink.values()];
 }
 
 /** An event's data without what the page already shows beside it. */

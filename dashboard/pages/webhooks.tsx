@@ -2,6 +2,21 @@ import type { Project } from '../../src/projects/service.ts';
 import type { DeliveryRow, EndpointRow } from '../../src/webhooks/schemas.ts';
 import { BASE } from '../env.ts';
 import { ErrorNote, Form, Layout, Pager, when } from '../layout.tsx';
+import { EVENT_TYPES } from '../../src/events/record.ts';
+
+const typesText = (types: string[] | null) => (types ? types.join(', ') : 'all');
+
+/** One checkbox per event type; none ticked means every type. */
+function EventTypeChoices(props: { selected: string[] | null }) {
+  return (
+    <fieldset class="event-types">
+      <legend>Event types (none ticked: all)</legend>
+      {EVENT_TYPES.map((t) => (
+        <label><input type="checkbox" name="event_types" value={t} checked={props.selected?.includes(t) ?? false} /> {t}</label>
+      ))}
+    </fieldset>
+  );
+}
 
 type Base = { csrf: string; email: string; project: Project };
 
@@ -16,12 +31,13 @@ export function WebhooksPage(props: Base & { endpoints: EndpointRow[]; error?: s
   return (
     <Layout title="Webhooks" csrf={props.csrf} email={props.email} project={props.project}>
       <table>
-        <thead><tr><th>URL</th><th>Status</th><th>Consecutive failures</th><th>Created</th><th></th></tr></thead>
+        <thead><tr><th>URL</th><th>Status</th><th>Event types</th><th>Consecutive failures</th><th>Created</th><th></th></tr></thead>
         <tbody>
           {props.endpoints.map((e) => (
             <tr>
               <td><code>{e.url}</code></td>
               <td>{STATUS[e.status]}</td>
+              <td class="event-types">{typesText(e.eventTypes)}</td>
               <td>{e.consecutiveFailures}</td>
               <td>{when(e.createdAt)}</td>
               <td><a href={`${p}/${e.id}`}>Manage</a> · <a href={`${p}/${e.id}/deliveries`}>Deliveries</a></td>
@@ -34,6 +50,7 @@ export function WebhooksPage(props: Base & { endpoints: EndpointRow[]; error?: s
       <ErrorNote message={props.error} />
       <Form action={p} csrf={props.csrf}>
         <input type="url" name="url" required value={props.url ?? ''} placeholder="https://example.com/webhooks" />{' '}
+        <EventTypeChoices selected={null} />
         <button type="submit">Register</button>
       </Form>
     </Layout>
@@ -50,6 +67,7 @@ export function WebhookPage(props: Base & { endpoint: EndpointRow; error?: strin
           <tr><th>Id</th><td><code>{e.id}</code></td></tr>
           <tr><th>URL</th><td><code>{e.url}</code></td></tr>
           <tr><th>Status</th><td id="status">{STATUS[e.status]}</td></tr>
+          <tr><th>Event types</th><td id="event-types">{typesText(e.eventTypes)}</td></tr>
           <tr><th>Consecutive failures</th><td>{e.consecutiveFailures}</td></tr>
           <tr><th>Created</th><td>{when(e.createdAt)}</td></tr>
         </tbody>
@@ -69,6 +87,12 @@ export function WebhookPage(props: Base & { endpoint: EndpointRow; error?: strin
       <ErrorNote message={props.error} />
       <Form action={`${p}/url`} csrf={props.csrf}>
         <input type="url" name="url" required value={props.url ?? e.url} /> <button type="submit">Save URL</button>
+      </Form>
+      <h2>Event types</h2>
+      <p class="muted">Only these types are delivered to the endpoint, from the next event on.</p>
+      <Form action={`${p}/event-types`} csrf={props.csrf}>
+        <EventTypeChoices selected={e.eventTypes} />
+        <button type="submit">Save event types</button>
       </Form>
       <h2>{e.status === 'active' ? 'Disable' : 'Re-enable'}</h2>
       {e.status === 'active' ? (

@@ -1,6 +1,6 @@
 import type { Hono } from 'hono';
 import { listDomains } from '../../src/domains/queries.ts';
-import { addDomain, checkDomain } from '../../src/domains/service.ts';
+import { addDomain, checkDomain, updateDomainTracking } from '../../src/domains/service.ts';
 import { ServiceError } from '../../src/platform/errors.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { DomainsPage } from '../pages/domains.tsx';
@@ -23,6 +23,25 @@ export function registerDomainRoutes(app: Hono<DashEnv>) {
       if (!(err instanceof ServiceError)) throw err;
       const domains = await listDomains(sql, c.var.project.id);
       return render(c, <DomainsPage {...base(c)} domains={domains} error={err.message} />, 422);
+    }
+  });
+
+  // A form sends every field: unchecked boxes are off, an empty host clears the tracking domain.
+  app.post('/projects/:projectId/domains/:domainId/tracking', async (c) => {
+    const { sql, config } = c.var.deps;
+    const domainId = urlId(c, 'domainId', 'domain');
+    const body = await c.req.parseBody();
+    try {
+      await updateDomainTracking(sql, config, c.var.project.id, domainId, {
+        openTracking: field(body, 'open_tracking') === 'on',
+        clickTracking: field(body, 'click_tracking') === 'on',
+        trackingDomain: field(body, 'tracking_domain').trim() || null,
+      });
+      return c.redirect(`${BASE}/projects/${c.var.project.id}/domains`, 303);
+    } catch (err) {
+      if (!(err instanceof ServiceError) || err.code === 'not_found') throw err;
+      const domains = await listDomains(sql, c.var.project.id);
+      return render(c, <DomainsPage {...base(c)} domains={domains} trackingError={{ domainId, message: err.message }} />, 422);
     }
   });
 

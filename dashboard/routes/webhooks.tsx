@@ -1,7 +1,7 @@
 import type { Context, Hono } from 'hono';
 import { ServiceError } from '../../src/platform/errors.ts';
 import { getEndpoint, listDeliveries, listEndpoints } from '../../src/webhooks/queries.ts';
-import { createEndpoint, getEndpointSecret, redeliver, updateEndpoint } from '../../src/webhooks/service.ts';
+import { createEndpoint, getEndpointSecret, parseEventTypes, redeliver, updateEndpoint } from '../../src/webhooks/service.ts';
 import { isWellFormedId } from '../../src/platform/ids.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { DeliveriesPage, WebhookPage, WebhooksPage } from '../pages/webhooks.tsx';
@@ -15,6 +15,13 @@ async function endpointOf(c: Context<DashEnv>) {
 
 export const DELIVERIES_PER_PAGE = 50;
 
+/** The ticked event types of a form; none ticked is every type. */
+function eventTypesOf(body: Record<string, unknown>) {
+  const value = body['event_types'];
+  const list = (Array.isArray(value) ? value : value === undefined ? [] : [value]).filter((v): v is string => typeof v === 'string');
+  return parseEventTypes(list);
+}
+
 const notFound = (c: Context<DashEnv>) => errorPage(c, 404, 'Not found', 'There is no such webhook endpoint in this project.');
 
 export function registerWebhookRoutes(app: Hono<DashEnv>) {
@@ -27,9 +34,10 @@ export function registerWebhookRoutes(app: Hono<DashEnv>) {
 
   app.post('/projects/:projectId/webhooks', async (c) => {
     const { sql, config } = c.var.deps;
-    const url = field(await c.req.parseBody(), 'url');
+    const body = await c.req.parseBody({ all: true });
+    const url = field(body, 'url');
     try {
-      const { endpoint } = await createEndpoint(sql, config, c.var.project.id, url);
+      const { endpoint } = await createEndpoint(sql, config, c.var.project.id, url, { eventTypes: eventTypesOf(body) });
       return c.redirect(`${list(c)}/${endpoint.id}`, 303);
     } catch (err) {
       if (!(err instanceof ServiceError)) throw err;
@@ -63,6 +71,18 @@ export function registerWebhookRoutes(app: Hono<DashEnv>) {
     } catch (err) {
       if (!(err instanceof ServiceError)) throw err;
       return render(c, <WebhookPage {...base(c)} endpoint={endpoint} url={url} error={err.message} />, 422);
+    }
+  });
+
+  app.post('/projects/:projectId/webhooks/:endpointId/event-types', async (c) => {
+    const endpoint = await endpointOf(c);
+    if (!endpoint) return notFound(c);
+    try {
+      await updateEndpoint(c.var.deps.sql, c.var.deps.config, c.var.project.id, endpoint.id, { eventTypes: eventTypesOf(await c.req.parseBody({ all: true })) });
+      return c.redirect(`${list(c)}/${endpoint.id}`, 303);
+    } catch (err) {
+      if (!(err instanceof ServiceError)) throw err;
+      return render(c, <WebhookPage {...base(c)} endpoint={endpoint} error={err.message} />, 422);
     }
   });
 

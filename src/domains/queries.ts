@@ -3,7 +3,7 @@ import type { DomainRow, DomainStatus } from './schemas.ts';
 import type { IdentityState } from './status.ts';
 
 const DOMAIN_COLUMNS = (sql: Sql | TxSql) => sql`id, project_id, value, region, verification_status, dkim_status, mail_from_status,
-  mail_from_domain, dkim_tokens, last_checked_at, created_at`;
+  mail_from_domain, dkim_tokens, last_checked_at, open_tracking, click_tracking, tracking_domain, created_at`;
 
 export async function listDomains(sql: Sql, projectId: string) {
   return sql<DomainRow[]>`
@@ -55,4 +55,31 @@ export async function recordCheck(tx: TxSql, projectId: string, id: string, stat
       status_history = status_history || ${tx.json(changes)}::jsonb,
       status_changed_at = case when ${changes.length > 0} then now() else status_changed_at end
     where id = ${id} and project_id = ${projectId}`;
+}
+
+/** The domain's tracking host, for a send that switches tracking on; undefined when none is set. */
+export async function trackingDomainOf(sql: Sql, projectId: string, value: string) {
+  const [row] = await sql<[{ trackingDomain: string | null }?]>`
+    select tracking_domain from domains where project_id = ${projectId} and value = ${value}`;
+  return row?.trackingDomain ?? undefined;
+}
+
+export type TrackingChange = { openTracking?: boolean; clickTracking?: boolean; trackingDomain?: string | null };
+
+/**
+ * Changes the tracking switches given, leaving the others as they are. Nothing changes (undefined)
+ * when the result would have a switch on with no base for its links: no tracking domain and
+ * `hasBaseUrl` false. The check reads the row being updated, so two edits at once cannot combine
+ * into such a state.
+ */
+export async function updateTracking(sql: Sql, projectId: string, id: string, change: TrackingChange, hasBaseUrl: boolean) {
+  const open = sql`coalesce(${change.openTracking ?? null}::boolean, open_tracking)`;
+  const click = sql`coalesce(${change.clickTracking ?? null}::boolean, click_tracking)`;
+  const host = change.trackingDomain === undefined ? sql`tracking_domain` : sql`${change.trackingDomain}::text`;
+  const [row] = await sql<[DomainRow?]>`
+    update domains set open_tracking = ${open}, click_tracking = ${click}, tracking_domain = ${host}
+    where id = ${id} and project_id = ${projectId}
+      and (${hasBaseUrl} or ${host} is not null or not (${open} or ${click}))
+    returning ${DOMAIN_COLUMNS(sql)}`;
+  return row;
 }

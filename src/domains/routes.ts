@@ -1,9 +1,12 @@
-import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
-import { errorResponses } from '../http/errors.ts';
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { ApiError, errorResponses, requireId, ValidationError } from '../http/errors.ts';
 import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
-import { DomainList, toDomainResponse } from './schemas.ts';
+import { ServiceError } from '../platform/errors.ts';
+import { DomainList, DomainResponse, UpdateDomainRequest, toDomainResponse } from './schemas.ts';
 import { listDomains } from './queries.ts';
+import { TrackingUnavailable, updateDomainTracking } from './service.ts';
+import { normaliseDomainName } from './names.ts';
 
 const list = createRoute({
   method: 'get',
@@ -18,9 +21,57 @@ const list = createRoute({
   },
 });
 
+const update = createRoute({
+  method: 'patch',
+  path: '/v1/domains/{domain_id}',
+  tags: ['domains'],
+  summary: 'Update a domain\'s tracking',
+  description:
+    'Switches open and click tracking for mail whose `from` is at this domain, and sets or clears its tracking domain. ' +
+    'Fields left out stay as they are; both switches are off by default. Switching on with neither a `tracking_domain` ' +
+    'nor PUBLIC_BASE_URL on the server answers 422 `tracking_unavailable`. See docs/tracking.md.',
+  security: SECURITY,
+  request: {
+    params: z.object({ domain_id: z.string().max(100) }),
+    body: { required: true, content: { 'application/json': { schema: UpdateDomainRequest } } },
+  },
+  responses: {
+    200: { description: 'The domain.', content: { 'application/json': { schema: DomainResponse } } },
+    ...errorResponses(401, 404, 422, 429),
+  },
+});
+
 export function registerDomainRoutes(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async (c) => {
     const rows = await listDomains(c.var.deps.sql, c.var.projectId);
     return c.json({ data: rows.map(toDomainResponse) }, 200);
+  });
+
+  app.openapi(update, async (c) => {
+    const domainId = requireId('domain', c.req.valid('param').domain_id, 'Domain not found.');
+    const body = c.req.valid('json');
+    if (body.tracking_domain) {
+      try {
+        normaliseDomainName(body.tracking_domain, 'tracking domain');
+      } catch (err) {
+        if (!(err instanceof ServiceError)) throw err;
+        throw new ValidationError([{ loc: ['body', 'tracking_domain'], msg: err.message, type: 'value_error' }]);
+      }
+    }
+    try {
+      const row = await updateDomainTracking(c.var.deps.sql, c.var.deps.config, c.var.projectId, domainId, {
+        openTracking: body.open_tracking,
+        clickTracking: body.click_tracking,
+        trackingDomain: body.tracking_domain,
+      });
+      return c.json(toDomainResponse(row), 200);
+    } catch (err) {
+      if (err instanceof TrackingUnavailable) {
+        throw new ValidationError(err.fields.map((f) => ({ loc: ['body', f], msg: err.message, type: 'tracking_unavailable' })));
+      }
+      if (!(err instanceof ServiceError)) throw err;
+      if (err.code === 'not_found') throw new ApiError('not_found', 'Domain not found.');
+      throw new ValidationError([{ loc: ['body'], msg: err.message, type: 'value_error' }]);
+    }
   });
 }

@@ -24,9 +24,25 @@ export const DomainResponse = z
     mail_from_status: z.enum(DOMAIN_STATUSES).nullable().optional().openapi({ description: 'Custom MAIL FROM status; null when none is set.' }),
     dns_records: z.array(DnsRecordResponse).optional(),
     last_checked_at: z.string().datetime().nullable().optional().openapi({ description: 'When SES was last asked. The worker re-checks on a schedule.' }),
+    open_tracking: z.boolean().openapi({ description: 'Adds a 1×1 pixel to the HTML of mail from this domain, recording `email.opened`. Off by default; a send may override it with `track_opens`.' }),
+    click_tracking: z.boolean().openapi({ description: 'Rewrites the http(s) links of the HTML of mail from this domain through Mailroom, recording `email.clicked`. Off by default; a send may override it with `track_clicks`.' }),
+    tracking_domain: z.string().nullable().openapi({ description: 'The host name tracked links and the pixel use (a CNAME to Mailroom, served over HTTPS by your proxy); null: PUBLIC_BASE_URL.' }),
     created_at: z.string().datetime(),
   })
   .openapi('DomainResponse');
+
+export const UpdateDomainRequest = z
+  .object({
+    open_tracking: z.boolean().optional(),
+    click_tracking: z.boolean().optional(),
+    tracking_domain: z.string().max(253).nullable().optional().openapi({
+      description: 'A host name such as `track.example.com`, pointed at Mailroom with a CNAME; null removes it. ' +
+        'Switching tracking on needs it or PUBLIC_BASE_URL, else 422 `tracking_unavailable`.',
+      example: 'track.example.com',
+    }),
+  })
+  .strict()
+  .openapi('UpdateDomainRequest');
 
 export const DomainList = z.object({ data: z.array(DomainResponse) }).openapi('DomainList');
 
@@ -41,6 +57,9 @@ export type DomainRow = {
   mailFromDomain: string | null;
   dkimTokens: string[];
   lastCheckedAt: Date | null;
+  openTracking: boolean;
+  clickTracking: boolean;
+  trackingDomain: string | null;
   createdAt: Date;
 };
 
@@ -54,6 +73,9 @@ export function toDomainResponse(row: DomainRow): z.infer<typeof DomainResponse>
     mail_from_status: row.mailFromStatus,
     dns_records: dnsRecordsFor(row),
     last_checked_at: row.lastCheckedAt ? row.lastCheckedAt.toISOString() : null,
+    open_tracking: row.openTracking,
+    click_tracking: row.clickTracking,
+    tracking_domain: row.trackingDomain,
     created_at: row.createdAt.toISOString(),
   };
 }

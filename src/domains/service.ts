@@ -93,3 +93,36 @@ export async function checkDomain(sql: Sql, config: Config, projectId: string | 
   if (!updated) throw new ServiceError('not_found', `domain ${domainId} not found`);
   return updated;
 }
+
+export type TrackingSettings = { openTracking?: boolean; clickTracking?: boolean; trackingDomain?: string | null };
+
+/** Which field a refused tracking change names, for the API's `loc`. */
+export class TrackingUnavailable extends ServiceError {
+  constructor(readonly fields: ('open_tracking' | 'click_tracking')[], domain: string) {
+    super('invalid_input', `tracking needs a base for its links: set tracking_domain for ${domain}, or PUBLIC_BASE_URL on the server`);
+  }
+}
+
+/**
+ * Switches open and click tracking for mail from the domain, and sets or clears its tracking
+ * host (§15.1). Fields not given stay as they are. Switching on with neither a tracking domain
+ * nor PUBLIC_BASE_URL is refused. Used by the API, the CLI and the dashboard; without
+ * `projectId` (the operator CLI) the domain's own project is used.
+ */
+export async function updateDomainTracking(sql: Sql, config: Config, projectId: string | undefined, domainId: string, change: TrackingSettings): Promise<DomainRow> {
+  if (change.openTracking === undefined && change.clickTracking === undefined && change.trackingDomain === undefined) {
+    throw new ServiceError('invalid_input', 'nothing to change: give open tracking, click tracking or a tracking domain');
+  }
+  const trackingDomain = change.trackingDomain === undefined || change.trackingDomain === null || change.trackingDomain === ''
+    ? (change.trackingDomain === '' ? null : change.trackingDomain)
+    : normaliseDomainName(change.trackingDomain, 'tracking domain');
+  const owner = projectId ?? (await q.findDomainProject(sql, domainId));
+  if (!owner) throw new ServiceError('not_found', `domain ${domainId} not found`);
+  const row = await q.updateTracking(sql, owner, domainId, { ...change, trackingDomain }, Boolean(config.publicBaseUrl));
+  if (row) return row;
+  const domain = await q.findDomain(sql, owner, domainId);
+  if (!domain) throw new ServiceError('not_found', `domain ${domainId} not found`);
+  const fields = ([['open_tracking', change.openTracking ?? domain.openTracking], ['click_tracking', change.clickTracking ?? domain.clickTracking]] as const)
+    .filter(([, on]) => on).map(([field]) => field);
+  throw new TrackingUnavailable(fields.length ? [...fields] : ['open_tracking'], domain.value);
+}

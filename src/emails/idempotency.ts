@@ -16,6 +16,8 @@ export function fingerprint(send: ParsedSend): Buffer {
     send.attachments.map((a) => [a.filename, a.contentType, a.content, a.contentId ?? null]),
     send.scheduledAt?.toISOString() ?? null,
     send.tags.map((t) => [t.name, t.value]),
+    // Only when given, so the fingerprints of sends without them are what they always were.
+    ...(send.trackOpens !== null || send.trackClicks !== null ? [[send.trackOpens, send.trackClicks]] : []),
     // The template as asked for, not as rendered: a repeat after a publish is still a repeat.
     ...(send.template ? [[send.template.id, Object.entries(send.template.variables).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)), send.template.overrides]] : []),
   ]));

@@ -3,10 +3,11 @@ import type { EmailRow, EmailStatus, EmailWithBodies } from './schemas.ts';
 import type { EmailContent } from './compose.ts';
 import { recordEventsStatement, type EmailEvent } from '../events/record.ts';
 import { commitShared } from '../platform/shared-commit.ts';
+import type { DomainTracking } from '../interfaces.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
-  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, source, created_at, template_id, template_version`;
+  headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, opened_at, clicked_at, source, created_at, template_id, template_version`;
 
 export async function getEmail(sql: Sql, projectId: string, emailId: string) {
   const [row] = await sql<[EmailWithBodies?]>`
@@ -73,6 +74,9 @@ export type NewEmail = EmailContent & {
   projectId: string;
   scheduledAt?: Date | null;
   tags?: { name: string; value: string }[];
+  /** The send's own tracking switches; null leaves it to the sender's domain. */
+  trackOpens?: boolean | null;
+  trackClicks?: boolean | null;
   /** The template version it was rendered from, if any. */
   template?: { id: string; version: number } | null;
   /** Mail submitted over SMTP: the message as submitted, sent as it is instead of composed. */
@@ -119,6 +123,8 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     attachments: storedAttachments(e.attachments),
     scheduled_at: e.scheduledAt?.toISOString() ?? null,
     tags: e.tags ?? [],
+    track_opens: e.trackOpens ?? null,
+    track_clicks: e.trackClicks ?? null,
     template_id: e.template?.id ?? null,
     template_version: e.template?.version ?? null,
     source: e.submitted ? 'smtp' : 'api',
@@ -130,16 +136,16 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     with inserted as (
       insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
                           reply_to_addresses, subject, html, text, headers, attachments, scheduled_at, tags,
-                          template_id, template_version, source, raw_message, message_id_header, submitted_message_id)
+                          track_opens, track_clicks, template_id, template_version, source, raw_message, message_id_header, submitted_message_id)
       select r.id, r.project_id, case when r.scheduled_at > now() then 'scheduled' else 'queued' end,
              r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
              r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments,
-             case when r.scheduled_at > now() then r.scheduled_at end, r.tags, r.template_id, r.template_version,
+             case when r.scheduled_at > now() then r.scheduled_at end, r.tags, r.track_opens, r.track_clicks, r.template_id, r.template_version,
              r.source, decode(r.raw_message, 'base64'), r.message_id_header, r.submitted_message_id
       from jsonb_to_recordset(${tx.json(rows)}) as r(
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
         reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb,
-        template_id text, template_version integer, source text, raw_message text, message_id_header text, submitted_message_id text)
+        track_opens boolean, track_clicks boolean, template_id text, template_version integer, source text, raw_message text, message_id_header text, submitted_message_id text)
       returning id, project_id, scheduled_at, tags
     ),
     tagged as (
@@ -181,6 +187,10 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   hasProvider: boolean;
   /** Whether the project suppresses any address at all; if not, no recipient needs checking. */
   hasSuppressions: boolean;
+  trackOpens: boolean | null;
+  trackClicks: boolean | null;
+  /** The tracking settings of the sender's domain, when the project has that domain. */
+  domainTracking: DomainTracking | null;
 };
 
 /**
@@ -223,7 +233,12 @@ export async function claimEmail(
     returning id, project_id, attempt_count, from_address, to_addresses, cc_addresses, bcc_addresses,
       reply_to_addresses, subject, html, text, headers, attachments, message_id_header, raw_message, lease_owner, tags,
       exists (select 1 from provider_connections pc where pc.project_id = emails.project_id) as has_provider,
-      exists (select 1 from suppressions s where s.project_id = emails.project_id) as has_suppressions`);
+      exists (select 1 from suppressions s where s.project_id = emails.project_id) as has_suppressions,
+      track_opens, track_clicks,
+      -- The sender's domain is after the last @ of the validated From mailbox.
+      (select json_build_object('openTracking', d.open_tracking, 'clickTracking', d.click_tracking, 'trackingDomain', d.tracking_domain)
+       from domains d where d.project_id = emails.project_id
+         and d.value = lower(substring(emails.from_address from '@([^@<>[:space:]]+)>?[[:space:]]*$'))) as domain_tracking`);
   return row;
 }
 

@@ -22,6 +22,8 @@ export const EmailResponse = z
     last_error: z.string().nullable().optional(),
     scheduled_at: z.string().datetime().nullable().optional().openapi({ description: 'When a scheduled email is due; null otherwise.' }),
     tags: z.array(z.object({ name: z.string(), value: z.string() })).optional(),
+    opened_at: z.string().datetime().nullable().optional().openapi({ description: 'The first open recorded (open tracking, or SES\'s own Open events); null until then.' }),
+    clicked_at: z.string().datetime().nullable().optional().openapi({ description: 'The first tracked click; null until then.' }),
     template: z.object({ id: z.string(), version: z.number().int() }).nullable().optional()
       .openapi({ description: 'The template and published version the email was rendered from; null when it was not.' }),
     source: z.enum(['api', 'smtp']).openapi({ description: 'How the email was submitted: `api` (HTTP) or `smtp` (the SMTP relay).' }),
@@ -53,6 +55,8 @@ export type EmailRow = {
   lastError: string | null;
   scheduledAt: Date | null;
   tags: { name: string; value: string }[];
+  openedAt: Date | null;
+  clickedAt: Date | null;
   source: 'api' | 'smtp';
   createdAt: Date;
   templateId: string | null;
@@ -81,6 +85,8 @@ export function toEmailListItem(row: EmailRow): z.infer<typeof EmailListItem> {
     last_error: row.lastError,
     scheduled_at: iso(row.scheduledAt),
     tags: row.tags,
+    opened_at: iso(row.openedAt),
+    clicked_at: iso(row.clickedAt),
     template: row.templateId ? { id: row.templateId, version: row.templateVersion! } : null,
     source: row.source,
   };

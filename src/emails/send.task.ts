@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
-import type { WorkerDeps } from '../interfaces.ts';
+import type { HtmlForSending, WorkerDeps } from '../interfaces.ts';
 import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import type { EmailEvent } from '../events/record.ts';
@@ -57,7 +57,7 @@ function messageIdFor(email: ClaimedEmail): string {
   return `<${email.id}@${domain}>`;
 }
 
-function compose(deps: WorkerDeps, email: ClaimedEmail) {
+function compose(deps: WorkerDeps, email: ClaimedEmail, html = email.html) {
   const { config } = deps;
   return composeMime({
     from: email.fromAddress,
@@ -66,7 +66,7 @@ function compose(deps: WorkerDeps, email: ClaimedEmail) {
     bcc: email.bccAddresses,
     replyTo: email.replyToAddresses,
     subject: email.subject,
-    html: email.html,
+    html,
     text: email.text,
     headers: email.headers,
     attachments: email.attachments.map((a) => ({
@@ -82,10 +82,11 @@ function compose(deps: WorkerDeps, email: ClaimedEmail) {
 
 /**
  * The bytes the provider gets: mail submitted over SMTP goes as it was submitted, with only the
- * header edits §13.2 allows; API mail is composed from its columns.
+ * header edits §13.2 allows (so it is never tracked); API mail is composed from its columns, with
+ * the HTML tracking makes when it is switched on.
  */
-function messageFor(deps: WorkerDeps, email: ClaimedEmail): Promise<Buffer> | Buffer {
-  if (!email.rawMessage) return compose(deps, email);
+function messageFor(deps: WorkerDeps, email: ClaimedEmail, log: Logger, outgoingHtml?: HtmlForSending): Promise<Buffer> | Buffer {
+  if (!email.rawMessage) return composeOutgoing(deps, email, log, outgoingHtml);
   return prepareSubmitted(email.rawMessage, {
     messageId: messageIdFor(email),
     listUnsubscribeUrl: listUnsubscribeUrl(deps.config, unsubscribeTarget(email)),
@@ -184,7 +185,27 @@ async function sendInTurn(sql: Sql, log: Logger, email: ClaimedEmail, transport:
   return undefined;
 }
 
-export function emailSendTask(deps: WorkerDeps): Task {
+/**
+ * The message as it leaves: with the HTML tracking made (links through Mailroom, the pixel) when
+ * `outgoingHtml` gives one, else as stored. Tracking never fails a send: an error of its own, or
+ * a tracked message over the size limit, sends the stored HTML instead, with the reason logged.
+ */
+async function composeOutgoing(deps: WorkerDeps, email: ClaimedEmail, log: Logger, outgoingHtml?: HtmlForSending) {
+  let html: string | undefined;
+  if (outgoingHtml && email.html) {
+    html = await outgoingHtml({ ...email, html: email.html }, log).catch((err: unknown) => {
+      log.warn({ err, reason: 'tracking_failed' }, 'email sent untracked: tracking could not rewrite it');
+      return undefined;
+    });
+  }
+  if (html === undefined) return compose(deps, email);
+  const raw = await compose(deps, email, html);
+  if (raw.length <= deps.config.emailMaxMessageBytes) return raw;
+  log.warn({ reason: 'tracked_message_too_large', sizeBytes: raw.length }, 'email sent untracked: the tracked message is over EMAIL_MAX_MESSAGE_BYTES');
+  return compose(deps, email);
+}
+
+export function emailSendTask(deps: WorkerDeps, outgoingHtml?: HtmlForSending): Task {
   return async (payload, helpers) => {
     const { email_id: emailId, project_id: projectId } = Payload.parse(payload);
     const { sql, config, leases } = deps;
@@ -201,7 +222,7 @@ export function emailSendTask(deps: WorkerDeps): Task {
     }
     leases?.busy.add(emailId);
     try {
-      await sendClaimed(deps, email);
+      await sendClaimed(deps, email, outgoingHtml);
     } catch (err) {
       // The attempt ended on an error of its own (its database connection went, say) before the
       // provider accepted anything, and sends nothing more. Its lease is given up, so the job's
@@ -247,7 +268,7 @@ function giveUpLeaseWhenBack({ sql, log, leases }: WorkerDeps, email: ClaimedEma
 }
 
 /** The send of an email this attempt has claimed, to its settling as sent, failed or requeued. */
-async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail) {
+async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?: HtmlForSending) {
   const { sql, config } = deps;
   const { id: emailId, projectId } = email;
   const log = deps.log.child({ emailId, projectId, attempt: email.attemptCount });
@@ -269,7 +290,7 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail) {
   try {
     transport = await transportFor(deps, projectId, emailId, email.hasProvider);
     // Composed before waiting for the slot, so the request leaves as close to it as possible.
-    const raw = await messageFor(deps, email);
+    const raw = await messageFor(deps, email, log, outgoingHtml);
     const bare = (list: string[]) => list.map(bareAddress);
     const result = await sendInTurn(sql, log, email, transport, raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags }, paced);
     if (!result) return;

@@ -7,8 +7,11 @@ import { acceptOnce, batchFingerprint, findReplay, fingerprint, type Accepted } 
 import { assertMessageSize } from './message-size.ts';
 import * as q from './queries.ts';
 import type { NewEmail, SubmittedMessage } from './queries.ts';
-import { parseSendRequest, type ParsedSend } from './validate.ts';
+import { parseSendRequest, type ParsedSend, type SendEmail } from './validate.ts';
 import { renderSend, type TemplateRenderer } from './template-send.ts';
+import { ValidationError, type ValidationDetail } from '../http/errors.ts';
+import { bareAddress } from '../suppressions/address.ts';
+import { trackingDomainOf } from '../domains/queries.ts';
 
 /**
  * Sending, as every API surface does it (`/v1` and the Resend-compatible `/resend`): validation,
@@ -19,6 +22,32 @@ export type SendDeps = { config: Config; sql: Sql; renderTemplate?: TemplateRend
 const statusOf = (send: ParsedSend, now = Date.now()) =>
   send.scheduledAt && send.scheduledAt.getTime() > now ? 'scheduled' as const : 'queued' as const;
 
+type TrackableSend = Pick<SendEmail, 'from'> & { trackOpens?: boolean | null; trackClicks?: boolean | null };
+
+/**
+ * A send (as rendered, so `from` is final) that switches tracking on needs a base for its links: the sender domain's
+ * `tracking_domain`, or PUBLIC_BASE_URL. Without either it is refused (§15.1). The domain is read
+ * only for such sends on an instance without PUBLIC_BASE_URL.
+ */
+async function assertTrackable(deps: SendDeps, projectId: string, sends: TrackableSend[], at: (i: number) => (string | number)[]) {
+  if (deps.config.publicBaseUrl) return;
+  const problems: ValidationDetail[] = [];
+  for (const [i, send] of sends.entries()) {
+    const on = (['trackOpens', 'trackClicks'] as const).filter((k) => send[k] === true);
+    if (on.length === 0) continue;
+    const domain = bareAddress(send.from).split('@').pop()!.toLowerCase();
+    if (await trackingDomainOf(deps.sql, projectId, domain)) continue;
+    for (const k of on) {
+      problems.push({
+        loc: [...at(i), k === 'trackOpens' ? 'track_opens' : 'track_clicks'],
+        msg: `Tracking needs a base for its links: set the tracking_domain of ${domain} (PATCH /v1/domains/{id}) or PUBLIC_BASE_URL`,
+        type: 'tracking_unavailable',
+      });
+    }
+  }
+  if (problems.length) throw new ValidationError(problems);
+}
+
 /** One email from a parsed JSON body. */
 export async function sendEmail(deps: SendDeps, projectId: string, idempotencyKey: string | undefined, body: unknown) {
   const { config, sql } = deps;
@@ -27,6 +56,7 @@ export async function sendEmail(deps: SendDeps, projectId: string, idempotencyKe
   if (idempotencyKey === undefined) {
     const id = newId('email');
     const ready = await renderSend(deps, projectId, send);
+    await assertTrackable(deps, projectId, [ready], () => ['body']);
     await assertMessageSize(ready, id, projectId, config);
     accepted = { emailIds: [await acceptQueued(sql, { id, projectId, ...ready })], replayed: false };
   } else {
@@ -38,6 +68,7 @@ export async function sendEmail(deps: SendDeps, projectId: string, idempotencyKe
       accepted = replay;
     } else {
       const ready = await renderSend(deps, projectId, send);
+      await assertTrackable(deps, projectId, [ready], () => ['body']);
       await assertMessageSize(ready, id, projectId, config);
       accepted = await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
         await q.insertQueuedEmails(tx, [{ id, projectId, ...ready }]);
@@ -52,6 +83,7 @@ export async function sendEmail(deps: SendDeps, projectId: string, idempotencyKe
 export async function sendBatch(deps: SendDeps, projectId: string, idempotencyKey: string | undefined, body: unknown) {
   const { sql } = deps;
   const { sends, emails } = await parseBatch(deps, body, projectId);
+  await assertTrackable(deps, projectId, emails, (i) => ['body', i]);
   const print = batchFingerprint(sends);
   const accepted = (idempotencyKey === undefined ? undefined : await findReplay(sql, projectId, idempotencyKey, print))
     ?? await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {

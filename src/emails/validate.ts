@@ -142,6 +142,8 @@ export const SendEmailRequest = z
     attachments: z.array(AttachmentRequest).max(MAX_ATTACHMENTS).openapi({ description: `At most ${MAX_ATTACHMENTS}.` }).optional(),
     scheduled_at: ScheduledAt.optional(),
     tags: Tags.optional(),
+    track_opens: z.boolean().optional().openapi({ description: 'Open tracking for this email, overriding the sender domain\'s `open_tracking` (off by default). Needs the domain\'s `tracking_domain` or PUBLIC_BASE_URL, else 422.' }),
+    track_clicks: z.boolean().optional().openapi({ description: 'Click tracking for this email, overriding the sender domain\'s `click_tracking` (off by default). Needs the domain\'s `tracking_domain` or PUBLIC_BASE_URL, else 422.' }),
     template: TemplateRef.optional(),
   })
   .superRefine((body, ctx) => {
@@ -188,7 +190,7 @@ export function parseTagFilter(value: string): EmailTag | undefined {
   const [name, tagValue] = value.split(':') as [string, string];
   return { name, value: tagValue };
 }
-export type SendEmail = EmailContent & { scheduledAt: Date | null; tags: EmailTag[] };
+export type SendEmail = EmailContent & { scheduledAt: Date | null; tags: EmailTag[]; trackOpens: boolean | null; trackClicks: boolean | null };
 
 /**
  * A request as validated, before its template (if any) is rendered: with a template, `from` and
@@ -237,6 +239,8 @@ export function parseSendRequest(body: unknown): ParsedSend {
     attachments: (b.attachments ?? []).map((a) => ({ filename: a.filename, contentType: a.content_type, content: a.content, contentId: a.content_id })),
     scheduledAt: b.scheduled_at ? new Date(b.scheduled_at) : null,
     tags: b.tags ?? [],
+    trackOpens: b.track_opens ?? null,
+    trackClicks: b.track_clicks ?? null,
     template: b.template
       ? { id: b.template.id, variables: b.template.variables ?? {}, overrides: { from: b.from, subject: b.subject, replyTo: b.reply_to != null ? list(b.reply_to) : undefined } }
       : null,

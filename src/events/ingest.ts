@@ -3,7 +3,7 @@ import type { Logger } from '../platform/log.ts';
 import { addSuppressions } from '../suppressions/queries.ts';
 import { normaliseSesEvent } from './normalise.ts';
 import { recordEvent } from './record.ts';
-import { recordEventIngested } from '../platform/metrics.ts';
+import { recordEventIngested, recordTrackingEvent } from '../platform/metrics.ts';
 
 export type IngestOutcome = 'recorded' | 'duplicate' | 'ignored' | 'unknown_email' | 'invalid';
 
@@ -14,10 +14,10 @@ export type IngestOutcome = 'recorded' | 'duplicate' | 'ignored' | 'unknown_emai
  */
 export const ingestCounters = { unknownEmail: 0, ignored: 0, invalid: 0 };
 
-async function findEmailId(tx: TxSql, projectId: string, providerMessageId: string) {
-  const [row] = await tx<[{ id: string }?]>`
-    select id from emails where project_id = ${projectId} and provider_message_id = ${providerMessageId}`;
-  return row?.id;
+async function findEmail(tx: TxSql, projectId: string, providerMessageId: string) {
+  const [row] = await tx<[{ id: string; visible: string[] }?]>`
+    select id, to_addresses || cc_addresses as visible from emails where project_id = ${projectId} and provider_message_id = ${providerMessageId}`;
+  return row;
 }
 
 async function markDelivered(tx: TxSql, projectId: string, emailId: string, at: Date) {
@@ -25,6 +25,13 @@ async function markDelivered(tx: TxSql, projectId: string, emailId: string, at: 
   await tx`
     update emails set delivered_at = least(delivered_at, ${at}), updated_at = now()
     where id = ${emailId} and project_id = ${projectId}`;
+}
+
+/** The first open or click is the email's `opened_at` or `clicked_at`; later ones don't move it. */
+async function markEngaged(tx: TxSql, projectId: string, emailId: string, type: 'email.opened' | 'email.clicked', at: Date) {
+  await (type === 'email.opened'
+    ? tx`update emails set opened_at = least(opened_at, ${at}) where id = ${emailId} and project_id = ${projectId}`
+    : tx`update emails set clicked_at = least(clicked_at, ${at}) where id = ${emailId} and project_id = ${projectId}`);
 }
 
 /**
@@ -45,8 +52,9 @@ export async function ingestSesRecord(tx: TxSql, log: Logger, projectId: string,
     return 'ignored';
   }
 
-  const emailId = await findEmailId(tx, projectId, normalised.providerMessageId);
-  if (!emailId) {
+  const email = await findEmail(tx, projectId, normalised.providerMessageId);
+  const emailId = email?.id;
+  if (!email || !emailId) {
     ingestCounters.unknownEmail++;
     log.info(
       { projectId, providerMessageId: normalised.providerMessageId, type: normalised.type, dropped: ingestCounters.unknownEmail },
@@ -55,17 +63,24 @@ export async function ingestSesRecord(tx: TxSql, log: Logger, projectId: string,
     return 'unknown_email';
   }
 
+  // SES names every recipient of an open or click, bcc included; like Mailroom's own tracking,
+  // the event names the visible ones.
+  const engagement = normalised.type === 'email.opened' || normalised.type === 'email.clicked' ? normalised.type : undefined;
   const eventId = await recordEvent(tx, {
     projectId,
     emailId,
     type: normalised.type,
-    data: normalised.data,
+    data: engagement ? { ...normalised.data, to: email.visible } : normalised.data,
     dedupeKey: normalised.dedupeKey,
   });
   if (!eventId) return 'duplicate';
   if (normalised.deliveredAt) await markDelivered(tx, projectId, emailId, normalised.deliveredAt);
   if (normalised.suppress && normalised.suppress.addresses.length) {
     await addSuppressions(tx, projectId, normalised.suppress.addresses, normalised.suppress.reason, emailId);
+  }
+  if (engagement && normalised.engagedAt) {
+    await markEngaged(tx, projectId, emailId, engagement, normalised.engagedAt);
+    recordTrackingEvent(engagement);
   }
   recordEventIngested(normalised.type);
   log.debug({ projectId, emailId, eventId, type: normalised.type }, 'event recorded');

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { sha256 } from '../platform/crypto.ts';
 import type { EventType } from './record.ts';
+import { isMachineAgent, storedUserAgent } from './user-agents.ts';
 
 /**
  * One SES notification as published through a configuration set (`eventType`) or through an
@@ -10,7 +11,7 @@ const recipient = z.object({ emailAddress: z.string().min(1), diagnosticCode: z.
 const SesRecord = z.object({
   eventType: z.string().optional(),
   notificationType: z.string().optional(),
-  mail: z.object({ messageId: z.string().min(1), timestamp: z.string().optional() }),
+  mail: z.object({ messageId: z.string().min(1), timestamp: z.string().optional(), destination: z.array(z.string()).default([]) }),
   delivery: z.object({
     timestamp: z.string().optional(),
     recipients: z.array(z.string()).default([]),
@@ -35,6 +36,9 @@ const SesRecord = z.object({
     complainedRecipients: z.array(recipient).default([]),
   }).optional(),
   reject: z.object({ reason: z.string().nullish() }).optional(),
+  // The client's ipAddress is in both, and deliberately never read.
+  open: z.object({ timestamp: z.string().optional(), userAgent: z.string().nullish() }).optional(),
+  click: z.object({ timestamp: z.string().optional(), userAgent: z.string().nullish(), link: z.string() }).optional(),
   failure: z.object({ errorMessage: z.string().nullish(), templateName: z.string().nullish() }).optional(),
 });
 type SesRecord = z.infer<typeof SesRecord>;
@@ -49,6 +53,8 @@ export type NormalisedEvent = {
   dedupeKey: string;
   deliveredAt?: Date;
   suppress?: { addresses: string[]; reason: 'bounced' | 'complained' };
+  /** An open or a click: the first of each is the email's `opened_at` or `clicked_at`. */
+  engagedAt?: Date;
 };
 export type Normalised = NormalisedEvent | { kind: 'ignored'; reason: string } | { kind: 'invalid' };
 
@@ -74,9 +80,10 @@ function validDate(value: string | undefined): Date | undefined {
 }
 
 /**
- * Maps one SES record onto at most one of our six event types. `Send` is ignored because the
- * worker emits `email.sent` itself when SES accepts the message; opens, clicks and anything
- * unknown are ignored too.
+ * Maps one SES record onto at most one of our event types. `Send` is ignored because the
+ * worker emits `email.sent` itself when SES accepts the message; anything unknown is ignored too.
+ * `Open` and `Click` (from a configuration set that tracks them) become `email.opened` and
+ * `email.clicked`, the same as Mailroom's own tracking records, without the client's address.
  */
 export function normaliseSesEvent(raw: unknown): Normalised {
   const parsed = SesRecord.safeParse(raw);
@@ -150,6 +157,30 @@ export function normaliseSesEvent(raw: unknown): Normalised {
         data: { reason: 'message_rejected', message: `The provider could not render the message${record.failure?.errorMessage ? `: ${record.failure.errorMessage}` : '.'}` },
         dedupeKey: dedupeKey(sesType, record, undefined, []),
       };
+    case 'Open': {
+      const o = record.open;
+      if (!o) return { kind: 'invalid' };
+      const userAgent = storedUserAgent(o.userAgent);
+      return {
+        ...base,
+        type: 'email.opened',
+        data: { to: record.mail.destination, user_agent: userAgent, machine: isMachineAgent(o.userAgent) },
+        dedupeKey: dedupeKey(sesType, record, o.timestamp, [], userAgent),
+        engagedAt: validDate(o.timestamp) ?? new Date(),
+      };
+    }
+    case 'Click': {
+      const k = record.click;
+      if (!k) return { kind: 'invalid' };
+      const userAgent = storedUserAgent(k.userAgent);
+      return {
+        ...base,
+        type: 'email.clicked',
+        data: { to: record.mail.destination, link: k.link, user_agent: userAgent, machine: isMachineAgent(k.userAgent) },
+        dedupeKey: dedupeKey(sesType, record, k.timestamp, [], `${userAgent}\n${k.link}`),
+        engagedAt: validDate(k.timestamp) ?? new Date(),
+      };
+    }
     default:
       return { kind: 'ignored', reason: sesType ?? 'no event type' };
   }

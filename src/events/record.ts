@@ -10,6 +10,8 @@ export const EVENT_TYPES = [
   'email.bounced',
   'email.complained',
   'email.failed',
+  'email.opened',
+  'email.clicked',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
@@ -28,7 +30,7 @@ export type EmailEvent = { type: EventType; data: Record<string, unknown>; dedup
 /**
  * One statement that records events for the emails `source` yields (as `id, project_id, tags`),
  * each event's `data` with the email's tags, one pending delivery per active endpoint of the
- * project, and a `webhook__flush` job for each endpoint they go to. `source` may itself change
+ * project that takes the event's type, and a `webhook__flush` job for each endpoint they go to. `source` may itself change
  * the email (an UPDATE … RETURNING), so the change and everything it causes commit together in
  * one round trip. A repeated dedupe key records nothing. `add_jobs` is called only when there
  * are deliveries: it notifies the workers even for an empty list. The project's daily counters
@@ -48,22 +50,40 @@ export function recordEventsStatement(sql: Sql | TxSql, source: PendingQuery<Row
       on conflict (project_id, dedupe_key) where dedupe_key is not null do nothing
       returning id, project_id, type),
     counted as (${countEvents(sql, sql`new_events`)}),
-    new_deliveries as (
+    ${newDeliveries(sql)}
+    select (select count(*)::int from source) as matched,
+      array(select id from new_events order by id) as event_ids,
+      ${flushJobsForNewDeliveries(sql)} as jobs`;
+}
+
+/**
+ * The `new_deliveries` CTE of a statement that has a `new_events (id, project_id, type)` CTE: one
+ * pending delivery per active endpoint of the project that takes the event's type (an endpoint
+ * without `event_types` takes every type).
+ */
+export function newDeliveries(sql: Sql | TxSql) {
+  return sql`new_deliveries as (
       insert into webhook_deliveries (id, project_id, endpoint_id, event_id, next_attempt_at)
       select mailroom_new_id(${ID_PREFIX.delivery}), ev.project_id, w.id, ev.id, now()
       from new_events ev
       join webhook_endpoints w on w.project_id = ev.project_id and w.status = 'active'
-      returning id, project_id, endpoint_id)
-    select (select count(*)::int from source) as matched,
-      array(select id from new_events order by id) as event_ids,
-      case when exists (select 1 from new_deliveries) then (
+        and (w.event_types is null or ev.type = any(w.event_types))
+      returning id, project_id, endpoint_id)`;
+}
+
+/**
+ * A `webhook__flush` job for each endpoint `new_deliveries` went to, as a select expression.
+ * `add_jobs` is called only when there are deliveries: it notifies the workers even for an empty list.
+ */
+export function flushJobsForNewDeliveries(sql: Sql | TxSql) {
+  return sql`case when exists (select 1 from new_deliveries) then (
         select count(*) from graphile_worker.add_jobs(array(
           select row('webhook__flush', json_build_object('endpoint_id', f.endpoint_id, 'project_id', f.project_id), null, now(),
                      ${FLUSH_MAX_ATTEMPTS}, ${FLUSH_KEY_PREFIX} || f.endpoint_id, null, null)::graphile_worker.job_spec
           from (select distinct endpoint_id, project_id from new_deliveries) f
           -- One order for every transaction, so two that flush the same endpoints cannot deadlock.
           order by f.endpoint_id)))
-      end as jobs`;
+      end`;
 }
 
 /**

@@ -15,6 +15,7 @@ import { registerKeyRoutes } from '../keys/routes.ts';
 import { registerWebhookRoutes } from '../webhooks/routes.ts';
 import { registerSnsPushRoute } from '../events/sns-push.ts';
 import { registerUnsubscribeRoutes } from '../unsubscribe/routes.ts';
+import { registerTrackingRoutes } from '../tracking/routes.ts';
 import { registerSinkRoutes } from '../sink/routes.ts';
 import { createResendApp } from '../resend/routes.ts';
 import { registerSuppressionRoutes } from '../suppressions/routes.ts';
@@ -24,9 +25,11 @@ import { renderForSend } from '../templates/service.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
-export function createApp(given: AppDeps) {
-  // Sends render templates at accept time; the emails capability only knows the interface.
-  const deps: AppDeps = { ...given, renderTemplate: given.renderTemplate ?? renderForSend };
+export function createApp(deps: AppDeps) {
+  // Sends render templates at accept time; the emails capability only knows the interface. Set on
+  // the caller's object rather than a copy, so dependencies swapped in later (tests) still reach
+  // every route.
+  deps.renderTemplate ??= renderForSend;
   const app = new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
       if (!result.success) throw validationErrorFromZod(result.error, result.target);
@@ -71,6 +74,7 @@ export function createApp(given: AppDeps) {
     return c.body(await renderMetrics(), 200, { 'content-type': METRICS_CONTENT_TYPE });
   });
   registerUnsubscribeRoutes(app);
+  registerTrackingRoutes(app);
   app.route('/dashboard', createDashboard());
   app.get('/', (c) => c.redirect('/dashboard', 302));
 

@@ -47,6 +47,12 @@ const eventsIngested = new Counter({
   labelNames: ['type'] as const,
   registers: [registry],
 });
+const trackingEvents = new Counter({
+  name: 'mailroom_tracking_events_total',
+  help: 'Opens and clicks recorded (Mailroom\'s own tracking and SES\'s), by event type.',
+  labelNames: ['type'] as const,
+  registers: [registry],
+});
 const sinkMessages = new Counter({
   name: 'mailroom_sink_messages_total',
   help: 'Messages caught and stored by the SMTP sink.',
@@ -91,6 +97,9 @@ export function recordWebhookOutcome(outcome: 'delivered' | 'retried' | 'failed'
 export function recordEventIngested(type: string) {
   eventsIngested.inc({ type });
   recorded++;
+}
+export function recordTrackingEvent(type: 'email.opened' | 'email.clicked', count = 1) {
+  trackingEvents.inc({ type }, count);
 }
 export function recordSinkMessage() {
   sinkMessages.inc();

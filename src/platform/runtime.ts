@@ -12,6 +12,7 @@ import { reencodeLegacySecrets } from '../webhooks/secret.ts';
 import { createApp } from '../http/app.ts';
 import { logOwnerSetup } from '../../dashboard/setup.ts';
 import { closeSinkFeeds } from '../sink/live.ts';
+import { hitsRecorded } from '../tracking/record.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
 import type { WorkerDeps } from '../interfaces.ts';
 import type { TaskList } from 'graphile-worker';
@@ -138,6 +139,8 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
     steps.push(['http', async () => {
       await closeSinkFeeds();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      // Opens and clicks are answered before they are recorded: record those answered before the pool closes.
+      await hitsRecorded();
     }]);
     if (config.relay) {
       // Loaded only when on: smtp-server and mailparser stay out of an API process without it.

@@ -8,6 +8,8 @@ export const ACTIVITY_SERIES = [
   { key: 'bounced', event: 'email.bounced' },
   { key: 'complained', event: 'email.complained' },
   { key: 'failed', event: 'email.failed' },
+  { key: 'opened', event: 'email.opened' },
+  { key: 'clicked', event: 'email.clicked' },
 ] as const;
 
 export type ActivityKey = (typeof ACTIVITY_SERIES)[number]['key'];
@@ -31,7 +33,7 @@ export async function dailyActivity(sql: Sql, projectId: string, days: number, n
   const byDay = new Map<string, ActivityDay>();
   for (let i = 0; i < days; i++) {
     const day = new Date(first.getTime() + i * 86_400_000).toISOString().slice(0, 10);
-    byDay.set(day, { day, sent: 0, delivered: 0, bounced: 0, complained: 0, failed: 0 });
+    byDay.set(day, { day, sent: 0, delivered: 0, bounced: 0, complained: 0, failed: 0, opened: 0, clicked: 0 });
   }
   for (const row of rows) {
     const series = ACTIVITY_SERIES.find((s) => s.event === row.type);

@@ -75,7 +75,7 @@ export type StoredEmail = EmailEnvelopeRow & {
   lastEventType: string | null;
 };
 
-/** The latest of queued, scheduled, canceled, sent, delivered, delivery_delayed, bounced, complained or failed. */
+/** The latest of queued, scheduled, canceled, sent, delivered, delivery_delayed, bounced, complained, failed, opened or clicked. */
 function lastEvent(e: StoredEmail): string {
   if (e.lastEventType) return e.lastEventType.replace(/^email\./, '');
   if (e.status === 'sending') return 'queued';

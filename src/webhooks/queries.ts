@@ -3,7 +3,7 @@ import type { Sql, TxSql } from '../platform/db.ts';
 import { newId } from '../platform/ids.ts';
 import type { DeliveryRow, EndpointRow } from './schemas.ts';
 
-const ENDPOINT_COLUMNS = (sql: Sql | TxSql) => sql`id, project_id, url, status, consecutive_failures, created_at`;
+const ENDPOINT_COLUMNS = (sql: Sql | TxSql) => sql`id, project_id, url, status, consecutive_failures, event_types, created_at`;
 
 export async function listEndpoints(sql: Sql, projectId: string) {
   return sql<EndpointRow[]>`
@@ -50,10 +50,10 @@ export async function listDeliveriesOfEmail(sql: Sql, projectId: string, emailId
     order by d.id`;
 }
 
-export async function insertEndpoint(sql: Sql, e: { id: string; projectId: string; url: string; secretSealed: Buffer }) {
+export async function insertEndpoint(sql: Sql, e: { id: string; projectId: string; url: string; secretSealed: Buffer; eventTypes?: string[] | null }) {
   const [row] = await sql<EndpointRow[]>`
-    insert into webhook_endpoints (id, project_id, url, secret_encrypted)
-    values (${e.id}, ${e.projectId}, ${e.url}, ${e.secretSealed})
+    insert into webhook_endpoints (id, project_id, url, secret_encrypted, event_types)
+    values (${e.id}, ${e.projectId}, ${e.url}, ${e.secretSealed}, ${e.eventTypes ?? null}::text[])
     returning ${ENDPOINT_COLUMNS(sql)}`;
   return row!;
 }
@@ -63,12 +63,18 @@ export async function insertEndpoint(sql: Sql, e: { id: string; projectId: strin
  * alone, so a disabled endpoint stays disabled. Expressions, not read-modify-write, so a
  * delivery settling at the same moment is not overwritten.
  */
-export async function updateEndpoint(sql: Sql, projectId: string, endpointId: string, change: { url?: string; enabled?: boolean }) {
+export async function updateEndpoint(
+  sql: Sql,
+  projectId: string,
+  endpointId: string,
+  change: { url?: string; enabled?: boolean; eventTypes?: string[] | null },
+) {
   const url = change.url ?? null;
   const enabled = change.enabled ?? null;
   const [row] = await sql<[EndpointRow?]>`
     update webhook_endpoints set
       url = coalesce(${url}::text, url),
+      event_types = ${change.eventTypes === undefined ? sql`event_types` : sql`${change.eventTypes}::text[]`},
       status = case when ${enabled}::boolean is null then status
                     when ${enabled}::boolean then 'active' else 'disabled_by_user' end,
       consecutive_failures = case when ${url}::text is not null or ${enabled}::boolean then 0 else consecutive_failures end,

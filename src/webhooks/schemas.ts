@@ -6,6 +6,10 @@ export const WebhookEndpointResponse = z
     url: z.string(),
     status: z.enum(['active', 'disabled_by_user', 'disabled_after_failures']),
     consecutive_failures: z.number().int().default(0),
+    event_types: z.array(z.string()).nullable().openapi({
+      description: 'The event types delivered to this endpoint; null: every type. Set with the CLI (`--events`) or the dashboard.',
+      example: ['email.opened', 'email.clicked'],
+    }),
     created_at: z.string().datetime(),
   })
   .openapi('WebhookEndpointResponse');
@@ -34,6 +38,8 @@ export type EndpointRow = {
   url: string;
   status: 'active' | 'disabled_by_user' | 'disabled_after_failures';
   consecutiveFailures: number;
+  /** Null: every type. */
+  eventTypes: string[] | null;
   createdAt: Date;
 };
 
@@ -56,6 +62,7 @@ export function toEndpointResponse(row: EndpointRow): z.infer<typeof WebhookEndp
     url: row.url,
     status: row.status,
     consecutive_failures: row.consecutiveFailures,
+    event_types: row.eventTypes,
     created_at: row.createdAt.toISOString(),
   };
 }

@@ -6,20 +6,34 @@ import { ServiceError } from '../platform/errors.ts';
 import { checkDestination, destinationPolicy, systemResolver, type Resolver } from './destination.ts';
 import { generateSigningSecret, openSecret, sealSecret } from './secret.ts';
 import * as q from './queries.ts';
+import { EVENT_TYPES } from '../events/record.ts';
+
+/**
+ * An endpoint's event filter from a list of type names (`email.opened`, or `opened` for short).
+ * Null, every type, for an empty list or `all`.
+ */
+export function parseEventTypes(input: string | string[]): string[] | null {
+  const names = (Array.isArray(input) ? input : input.split(',')).map((s) => s.trim()).filter(Boolean);
+  if (names.length === 0 || (names.length === 1 && names[0] === 'all')) return null;
+  const types = names.map((n) => (n.startsWith('email.') ? n : `email.${n}`));
+  const unknown = types.filter((t) => !(EVENT_TYPES as readonly string[]).includes(t));
+  if (unknown.length) throw new ServiceError('invalid_input', `unknown event type ${unknown.join(', ')}; the types are ${EVENT_TYPES.join(', ')} (or all)`);
+  return EVENT_TYPES.filter((t) => types.includes(t));
+}
 
 /**
  * Endpoint management, shared by the operator CLI and the dashboard. Failures are
  * `ServiceError`s whose message is fit to show the operator.
  */
 
-export type ServiceOptions = { resolve?: Resolver };
+export type ServiceOptions = { resolve?: Resolver; eventTypes?: string[] | null };
 
 /** Registers an endpoint. The secret is returned this once; afterwards only the dashboard reveals it. */
 export async function createEndpoint(sql: Sql, config: Config, projectId: string, url: string, opts: ServiceOptions = {}) {
   await requireProject(sql, projectId);
   const checked = await checkDestination(url, destinationPolicy(config), opts.resolve ?? systemResolver);
   const secret = generateSigningSecret();
-  const endpoint = await q.insertEndpoint(sql, { id: newId('webhook'), projectId, url: checked, secretSealed: sealSecret(config, secret) });
+  const endpoint = await q.insertEndpoint(sql, { id: newId('webhook'), projectId, url: checked, secretSealed: sealSecret(config, secret), eventTypes: opts.eventTypes });
   return { endpoint, secret };
 }
 
@@ -30,21 +44,24 @@ async function ownerOf(sql: Sql, endpointId: string, projectId?: string) {
 }
 
 /**
- * Edits the URL and/or switches the endpoint on or off. A URL edit clears the failure count and
- * keeps the status. Without `projectId` (the operator CLI) the endpoint's own project is used.
+ * Edits the URL, the event types (null: every type) and/or switches the endpoint on or off. A URL
+ * edit clears the failure count and keeps the status. Without `projectId` (the operator CLI) the
+ * endpoint's own project is used. A new filter applies to events recorded after it.
  */
 export async function updateEndpoint(
   sql: Sql,
   config: Config,
   projectId: string | undefined,
   endpointId: string,
-  change: { url?: string; enabled?: boolean },
+  change: { url?: string; enabled?: boolean; eventTypes?: string[] | null },
   opts: ServiceOptions = {},
 ) {
-  if (change.url === undefined && change.enabled === undefined) throw new ServiceError('invalid_input', 'nothing to change: give a new URL, enable or disable');
+  if (change.url === undefined && change.enabled === undefined && change.eventTypes === undefined) {
+    throw new ServiceError('invalid_input', 'nothing to change: give a new URL, event types, enable or disable');
+  }
   const owner = await ownerOf(sql, endpointId, projectId);
   const url = change.url === undefined ? undefined : await checkDestination(change.url, destinationPolicy(config), opts.resolve ?? systemResolver);
-  const row = await q.updateEndpoint(sql, owner, endpointId, { url, enabled: change.enabled });
+  const row = await q.updateEndpoint(sql, owner, endpointId, { url, enabled: change.enabled, eventTypes: change.eventTypes });
   if (!row) throw new ServiceError('not_found', `webhook endpoint ${endpointId} not found`);
   return row;
 }

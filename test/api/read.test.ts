@@ -115,7 +115,7 @@ test('every list route is scoped to the key\'s project', async () => {
 
   const hooks = await (await ctx.call(A.key, '/v1/webhooks')).json();
   assert.deepEqual(hooks.data.map((h: { id: string }) => h.id), [whA]);
-  assert.deepEqual(Object.keys(hooks.data[0]).sort(), ['consecutive_failures', 'created_at', 'id', 'status', 'url']);
+  assert.deepEqual(Object.keys(hooks.data[0]).sort(), ['consecutive_failures', 'created_at', 'event_types', 'id', 'status', 'url']);
 
   const keys = await (await ctx.call(B.key, '/v1/api-keys')).json();
   assert.deepEqual(keys.data.map((k: { id: string }) => k.id), [B.keyId]);

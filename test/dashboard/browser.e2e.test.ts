@@ -205,8 +205,8 @@ test('a real browser: overview chart, emails filtered and opened, live inbox, su
   // Overview: the chart drawn on the server shows today's sends.
   await page.click('nav >> text=Overview');
   await page.waitForURL(new RegExp(`${projectPath}$`));
-  assert.equal(await page.locator('svg.chart g[data-series]').count(), 5);
-  assert.equal(await page.locator('svg.chart rect').count(), 5 * 14);
+  assert.equal(await page.locator('svg.chart g[data-series]').count(), 7);
+  assert.equal(await page.locator('svg.chart rect').count(), 7 * 14);
   assert.match((await page.textContent('#totals [data-series=sent]'))!, /^2/);
   await page.screenshot({ path: join(shots, 'overview.png'), fullPage: true });
 

@@ -21,6 +21,17 @@ export function browser(ctx: TestContext, extraHeaders: Record<string, string> =
     ? `${path}?token=${ownerSetupToken(ctx.config.secretKey)}` : path);
   return {
     jar,
+    /** A form POST with repeated fields (checkboxes), answered without following redirects. */
+    async postMany(path: string, fields: [string, string][]) {
+      const form = new URLSearchParams([['_csrf', csrf], ...fields]);
+      const res = await ctx.app.request(path, {
+        method: 'POST',
+        headers: { ...headers(), 'content-type': 'application/x-www-form-urlencoded' },
+        body: form.toString(),
+      });
+      remember(res);
+      return res;
+    },
     get csrf() {
       return csrf;
     },

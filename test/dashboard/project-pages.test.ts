@@ -66,7 +66,7 @@ test('overview: a 14-day SVG chart drawn on the server from the events, the tota
   const svg = /<svg[^]*?<\/svg>/.exec(page.text)?.[0] ?? '';
   assert.match(svg, /class="chart"/);
   const series = [...svg.matchAll(/data-series="(\w+)"/g)].map((m) => m[1]);
-  assert.deepEqual(series, ['sent', 'delivered', 'bounced', 'complained', 'failed']);
+  assert.deepEqual(series, ['sent', 'delivered', 'bounced', 'complained', 'failed', 'opened', 'clicked']);
   const sentBars = /data-series="sent"[^>]*>([^]*?)<\/g>/.exec(svg)![1]!.match(/<rect/g)!;
   assert.equal(sentBars.length, 14, 'one bar per day');
   const day = (daysAgo: number) => new Date(Date.now() - daysAgo * 86_400_000).toISOString().slice(0, 10);

@@ -72,7 +72,16 @@ export const ses = {
     },
   }),
   reject: (messageId: string, to = ['ann@example.net']) => ({ eventType: 'Reject', mail: mail(messageId, to), reject: { reason: 'Bad content' } }),
-  open: (messageId: string) => ({ eventType: 'Open', mail: mail(messageId, ['ann@example.net']), open: { timestamp: '2025-03-01T12:00:00.000Z' } }),
+  open: (messageId: string, userAgent = 'Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 (via ggpht.com GoogleImageProxy)', timestamp = '2025-03-01T12:00:00.000Z') => ({
+    eventType: 'Open',
+    mail: mail(messageId, ['ann@example.net', 'hidden@example.net']),
+    open: { ipAddress: '192.0.2.1', timestamp, userAgent },
+  }),
+  click: (messageId: string, link: string, userAgent = 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148') => ({
+    eventType: 'Click',
+    mail: mail(messageId, ['ann@example.net', 'hidden@example.net']),
+    click: { ipAddress: '192.0.2.2', timestamp: '2025-03-01T12:01:00.000Z', userAgent, link, linkTags: { campaign: ['spring'] } },
+  }),
   /** The older identity-notification form. */
   legacyBounce: (messageId: string, to = ['ann@example.net']) => ({
     notificationType: 'Bounce',

@@ -51,9 +51,23 @@ test('side effects: delivery time, and suppression only for permanent bounces an
   assert.equal(event(ses.deliveryDelay(MID)).suppress, undefined);
 });
 
+test('SES Open and Click become email.opened and email.clicked, with the agent and machine but never the address', () => {
+  const open = event(ses.open(MID));
+  assert.equal(open.type, 'email.opened');
+  assert.deepEqual(open.data, { to: ['ann@example.net', 'hidden@example.net'], user_agent: 'Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 (via ggpht.com GoogleImageProxy)', machine: true });
+  assert.deepEqual(open.engagedAt, new Date('2025-03-01T12:00:00.000Z'));
+  const click = event(ses.click(MID, 'https://shop.example/a'));
+  assert.equal(click.type, 'email.clicked');
+  assert.deepEqual(click.data, { to: ['ann@example.net', 'hidden@example.net'], link: 'https://shop.example/a', user_agent: ses.click(MID, '').click.userAgent, machine: false });
+  assert.doesNotMatch(JSON.stringify([open, click]), /192\.0\.2/);
+  assert.notEqual(event(ses.open(MID)).dedupeKey, event(ses.open(MID, 'Other agent')).dedupeKey);
+  assert.notEqual(event(ses.click(MID, 'https://a.example/')).dedupeKey, event(ses.click(MID, 'https://b.example/')).dedupeKey);
+  assert.equal(normaliseSesEvent({ eventType: 'Click', mail: { messageId: MID } }).kind, 'invalid');
+});
+
 test('ignored and invalid records produce no event', () => {
   assert.deepEqual(normaliseSesEvent(ses.send(MID)), { kind: 'ignored', reason: 'Send' });
-  assert.deepEqual(normaliseSesEvent(ses.open(MID)), { kind: 'ignored', reason: 'Open' });
+  assert.deepEqual(normaliseSesEvent({ eventType: 'Subscription', mail: { messageId: MID } }), { kind: 'ignored', reason: 'Subscription' });
   assert.deepEqual(normaliseSesEvent({ eventType: 'SomethingNew', mail: { messageId: MID } }), { kind: 'ignored', reason: 'SomethingNew' });
   assert.deepEqual(normaliseSesEvent({ notificationType: 'AmazonSnsSubscriptionSucceeded', mail: { messageId: MID } }).kind, 'ignored');
   assert.equal(normaliseSesEvent({ eventType: 'Delivery' }).kind, 'invalid'); // no mail.messageId

@@ -58,7 +58,7 @@ test('GET /v1/webhooks and /deliveries show each outcome; the secret never appea
   const { data } = JSON.parse(list);
   assert.deepEqual(data.map((e: { id: string }) => e.id).sort(), [good.endpoint.id, bad.endpoint.id].sort());
   const badView = data.find((e: { id: string }) => e.id === bad.endpoint.id);
-  assert.deepEqual(Object.keys(badView).sort(), ['consecutive_failures', 'created_at', 'id', 'status', 'url']);
+  assert.deepEqual(Object.keys(badView).sort(), ['consecutive_failures', 'created_at', 'event_types', 'id', 'status', 'url']);
   assert.deepEqual([badView.status, badView.consecutive_failures], ['active', 1]);
 
   const delivered = await (await ctx.call(key, `/v1/webhooks/${good.endpoint.id}/deliveries`)).json();
@@ -125,6 +125,34 @@ test('CLI: webhook create prints the secret once; deliveries are signed with it;
   const enabled = await cli(['webhook', 'update', out.id, '--enable', '--url', receiver.url('/cli-v2')]);
   assert.equal(enabled.code, 0, enabled.stderr);
   assert.deepEqual(JSON.parse(enabled.stdout), { ...view, status: 'active', url: receiver.url('/cli-v2') });
+});
+
+test('CLI --events: only the listed types are delivered; GET /v1/webhooks shows them; update --events all clears the filter', async () => {
+  const { projectId, key } = await ctx.tenant();
+  const [created, bogus] = await Promise.all([
+    cli(['webhook', 'create', '--project', projectId, '--url', receiver.url('/filtered'), '--events', 'clicked,email.opened']),
+    cli(['webhook', 'create', '--project', projectId, '--url', receiver.url('/bogus'), '--events', 'email.sent,email.read']),
+  ]);
+  assert.equal(created.code, 0, created.stderr);
+  const out = JSON.parse(created.stdout);
+  assert.deepEqual(out.event_types, ['email.opened', 'email.clicked']);
+  assert.equal(bogus.code, 1);
+  assert.match(bogus.stderr, /^mailroom: unknown event type email\.read; the types are email\.sent, .*email\.clicked \(or all\)\n$/);
+  const listed = (await (await ctx.call(key, '/v1/webhooks')).json()) as { data: { id: string; event_types: string[] | null }[] };
+  assert.deepEqual(listed.data.map((e) => [e.id, e.event_types]), [[out.id, ['email.opened', 'email.clicked']]]);
+
+  await emitEvent(ctx.sql, projectId);
+  const clicked = await emitEvent(ctx.sql, projectId, 'email.clicked', { to: ['someone@example.com'], link: 'https://shop.example/', user_agent: 'x', machine: false });
+  const req = await waitFor('the click delivery', () => receiver.requests.find((r) => r.path === '/filtered'));
+  assert.equal(req.headers['x-webhook-event-id'], clicked.eventId);
+  await new Promise((r) => setTimeout(r, 300));
+  assert.deepEqual(receiver.requests.filter((r) => r.path === '/filtered').map((r) => r.headers['x-webhook-event-type']), ['email.clicked'], 'the bounce was not delivered');
+
+  const all = await cli(['webhook', 'update', out.id, '--events', 'all']);
+  assert.equal(all.code, 0, all.stderr);
+  assert.equal(JSON.parse(all.stdout).event_types, null);
+  await emitEvent(ctx.sql, projectId);
+  await waitFor('the bounce, once the filter is gone', () => receiver.requests.find((r) => r.path === '/filtered' && r.headers['x-webhook-event-type'] === 'email.bounced'));
 });
 
 test('CLI: a forbidden URL or an unknown endpoint exits 1 with one line', async () => {

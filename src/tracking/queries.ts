@@ -1,0 +1,57 @@
+import type { Sql, TxSql } from '../platform/db.ts';
+import { countEvents, flushJobsForNewDeliveries, newDeliveries } from '../events/record.ts';
+
+/** The original URLs of an email's tracked links, by position; written before the message leaves. */
+export async function storeTrackedLinks(sql: Sql, projectId: string, emailId: string, links: string[]) {
+  await sql`update emails set tracked_links = ${links}::text[] where id = ${emailId} and project_id = ${projectId}`;
+}
+
+/** The URL stored for the email's link at `position` (from 0); undefined when there is none. */
+export async function trackedLink(sql: Sql, projectId: string, emailId: string, position: number) {
+  const [row] = await sql<[{ url: string | null }?]>`
+    select tracked_links[${position + 1}::int] as url from emails where id = ${emailId} and project_id = ${projectId}`;
+  return row?.url ?? undefined;
+}
+
+/** One open or click, as the routes saw it. */
+export type TrackingHit = {
+  id: string;
+  projectId: string;
+  emailId: string;
+  type: 'email.opened' | 'email.clicked';
+  data: { user_agent: string; machine: boolean; link?: string };
+};
+
+/**
+ * Many opens and clicks in one statement: each an event whose `data` gains the email's visible
+ * recipients and tags, the first of each kind the email's `opened_at` or `clicked_at` (an email
+ * already marked is not touched, so a burst of opens of one email does not queue on its row), and
+ * the project's daily counters, and the webhook deliveries and flush jobs, as every event has. Hits of emails not found (or not of
+ * the project in the token) record nothing. Yields the types recorded.
+ */
+export function recordHitsStatement(sql: Sql | TxSql, hits: TrackingHit[]) {
+  const rows = hits.map((h) => ({ id: h.id, project_id: h.projectId, email_id: h.emailId, type: h.type, data: h.data }));
+  return sql<{ types: string[]; jobs: number | null }[]>`
+    with hits as (
+      select * from jsonb_to_recordset(${sql.json(rows as never)}) as h(id text, project_id text, email_id text, type text, data jsonb)),
+    firsts as (
+      update emails e set
+        opened_at = case when f.opened then coalesce(e.opened_at, now()) else e.opened_at end,
+        clicked_at = case when f.clicked then coalesce(e.clicked_at, now()) else e.clicked_at end
+      from (select project_id, email_id, bool_or(type = 'email.opened') as opened, bool_or(type = 'email.clicked') as clicked
+            from hits group by project_id, email_id) f
+      where e.id = f.email_id and e.project_id = f.project_id
+        and ((f.opened and e.opened_at is null) or (f.clicked and e.clicked_at is null))
+      returning e.id),
+    new_events as (
+      insert into events (id, project_id, email_id, type, data)
+      select h.id, e.project_id, e.id, h.type,
+        h.data || jsonb_build_object('to', to_jsonb(e.to_addresses || e.cc_addresses), 'tags', coalesce(e.tags, '[]'::jsonb))
+      from hits h join emails e on e.id = h.email_id and e.project_id = h.project_id
+      order by h.id
+      returning id, project_id, type),
+    counted as (${countEvents(sql, sql`new_events`)}),
+    ${newDeliveries(sql)}
+    select array(select type from new_events) as types, (select count(*)::int from firsts) as firsts,
+      ${flushJobsForNewDeliveries(sql)} as jobs`;
+}
