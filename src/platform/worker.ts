@@ -13,7 +13,14 @@ const DEAD_AFTER_SECONDS = 30;
 const FULL_SWEEP_MS = 10 * 60_000;
 
 /** How soon a runner that graphile-worker shut down is started again, while the database is away. */
-const RESTART_RETRY_MS = [250, 500, 1000];
+const RESTART_RETRY_MS = [100, 250, 500];
+/** Bounds on graphile-worker's connections: to connect, and for any one query's answer. */
+const CONNECT_TIMEOUT_MS = 5_000;
+const QUERY_TIMEOUT_MS = 10_000;
+/** A new runner that has not started within this is abandoned and another one tried. */
+const START_TIMEOUT_MS = 5_000;
+/** The heartbeat naming a new runner's pool, written right after it starts, waits no longer than this. */
+const BEAT_TIMEOUT_MS = 2_000;
 
 export type WorkerHandle = {
   /** The job runner now; a new one after each restart. */
@@ -58,7 +65,13 @@ export async function startWorker(opts: {
   // (runner.stop() leaves a pool it created open), a new runner never inherits connections the
   // server ended, and a dropped connection is logged rather than crashing the process.
   const newPgPool = () => {
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.concurrency + 2, application_name: 'mailroom-worker', connectionTimeoutMillis: 5000 });
+    // Every wait on the server is bounded: a connection within 5 s, a query's answer within 10 s
+    // (graphile-worker's are all short), so a connection the server ended without a word fails
+    // the query instead of leaving a fetch or a completion, and with it the runner, waiting.
+    const pool = new pg.Pool({
+      connectionString: opts.databaseUrl, max: opts.concurrency + 2, application_name: 'mailroom-worker',
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS, query_timeout: QUERY_TIMEOUT_MS, keepAlive: true,
+    });
     const lost = (err: Error) => log.warn({ err: err.message }, 'worker database connection lost');
     pool.on('error', lost);
     pool.on('connect', (client) => client.on('error', lost));
@@ -75,6 +88,7 @@ export async function startWorker(opts: {
       current.shuttingDown = true;
       if (!stopping) void restart(current, message);
     });
+    // A start that fails (the server went away again) leaves nothing behind: its pool is closed.
     current.runner = await run({
       pgPool,
       concurrency: opts.concurrency,
@@ -100,6 +114,9 @@ export async function startWorker(opts: {
         const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' && !routine ? 'info' : 'debug';
         log[method]({ ...scope, ...(meta ?? {}) }, message);
       }),
+    }).catch(async (err: unknown) => {
+      await pgPool.end().catch(() => {});
+      throw err;
     });
     void current.runner.promise.then(() => undefined, () => undefined).then(() => {
       current.ended = true;
@@ -124,8 +141,8 @@ export async function startWorker(opts: {
     restarting = (async () => {
       for (let i = 0; !stopping; i++) {
         try {
-          // One statement on a fresh connection, bounded by its connect timeout: this runs while
-          // the server may still be away, and postgres.js can leave a query on an ended
+          // One statement on a fresh connection, each wait bounded (connect, answer): this runs
+          // while the server may still be away, and postgres.js can leave a query on an ended
           // connection unanswered.
           const probe = newPgPool();
           try {
@@ -140,25 +157,32 @@ export async function startWorker(opts: {
           }
           if (stopping) return;
           const started = startRunner();
-          // A start that hangs on a connection the server ended is abandoned and tried again.
-          const next = await Promise.race([started, sleep(15_000).then(() => undefined)]);
+          // A start that hangs (the server went away again mid-start) is abandoned and tried again.
+          const next = await Promise.race([started, sleep(START_TIMEOUT_MS, undefined, { ref: false }).then(() => undefined)]);
           if (!next) {
             void started.then((late) => late.runner.stop().catch(() => {}).then(() => late.pgPool.end()).catch(() => {}), () => {});
-            throw new Error('the job runner did not start within 15 s');
+            throw new Error(`the job runner did not start within ${START_TIMEOUT_MS / 1000} s`);
           }
           // The old runner keeps its pool until it has finished its own shutdown.
           void old.runner.promise.catch(() => {}).then(() => old.pgPool.end()).catch(() => {});
           current = next;
           restarts++;
-          await beat().catch(() => {});
           log.info({ pool: current.poolId, restarts }, 'job runner started again');
+          // The new pool's heartbeat row, written now rather than at the next beat. Not waited
+          // for: a statement postgres.js leaves unanswered must not hold the restart open.
+          void settleWithin(beat(), BEAT_TIMEOUT_MS).catch((err: unknown) => log.debug({ err: (err as Error).message }, 'first heartbeat of the new runner failed'));
           return;
         } catch (err) {
           log.debug({ err: (err as Error).message }, 'job runner restart waits for the database');
-          await sleep(RESTART_RETRY_MS[Math.min(i, RESTART_RETRY_MS.length - 1)]!);
+          await sleep(RESTART_RETRY_MS[Math.min(i, RESTART_RETRY_MS.length - 1)]!, undefined, { ref: false });
         }
       }
-    })().finally(() => { restarting = undefined; });
+    })().finally(() => {
+      restarting = undefined;
+      // The new runner may itself have been shut down (the server went away again) while this
+      // restart was finishing; its request found a restart under way, so it is answered here.
+      if (!stopping && current.shuttingDown) void restart(current, 'the new job runner shut down as it started');
+    });
     return restarting;
   };
 
@@ -197,7 +221,7 @@ export async function startWorker(opts: {
     async stop() {
       stopping = true;
       clearInterval(timer);
-      await beating;
+      await settleWithin(beating, BEAT_TIMEOUT_MS).catch(() => {});
       await restarting;
       // A shutdown graphile-worker started itself is waited for, not asked for a second time.
       if (!current.ended) await (current.shuttingDown ? current.runner.promise.catch(() => {}) : current.runner.stop());
@@ -270,4 +294,12 @@ export async function releaseJobsOfDeadPools(sql: Sql, log: Logger, deadAfterSec
     )
     select locked_by, (select count(*) from unlocked) as unlocked from dead`;
   reportReleased(log, [...stale, ...rowless.map((d) => d.lockedBy)]);
+}
+
+/** The work's outcome, or a rejection once `ms` have passed without one. */
+function settleWithin<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms); });
+  work.catch(() => {}); // settled after the caller gave up: nobody is listening any more
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }

@@ -38,7 +38,14 @@ export async function startPrivatePostgres() {
     port,
     urlFor,
     /** Stops the server the way a restart or failover does: every connection is ended. */
-    async stop() { await ctl('stop', '-m', 'fast'); running = false; },
+    async stop() {
+      await ctl('stop', '-m', 'fast').catch(async (err: Error) => {
+        // The server's own log says what it waited for.
+        const log = await readFile(path.join(dir, 'log'), 'utf8').catch(() => '');
+        throw new Error(`${err.message}\n--- server log\n${log.split('\n').slice(-40).join('\n')}`);
+      });
+      running = false;
+    },
     async start() { await ctl('start'); running = true; },
     /** A database migrated as the test template is (committed migrations, current.sql, views). */
     async createDatabase(name: string) {
