@@ -1,39 +1,20 @@
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
-import { chromium } from 'playwright-core';
 import { createTestContext } from '../helpers/app.ts';
 import { ownerSetupUrl } from '../../dashboard/setup.ts';
 import { browser as formClient, OWNER } from './client.ts';
+import { browserSkip, serveApp, launchBrowser, watchPage } from '../helpers/browser.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const skip = existsSync(CHROMIUM) ? false : `no browser at ${CHROMIUM} (apt-get install chromium)`;
-if (skip) console.log(`# skipping the sign-in browser test: ${skip}`);
+const skip = browserSkip('the sign-in browser test');
 
 test('a real browser, production: the setup link signs up the owner, and a flood of wrong passwords from elsewhere never locks them out', { skip, timeout: 90_000 }, async () => {
   const ctx = await createTestContext({ env: { TRUST_PROXY: 'true' } });
-  const server = serve({ fetch: ctx.app.fetch, port: 0, hostname: '127.0.0.1' });
-  after(() => new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    (server as unknown as { closeAllConnections(): void }).closeAllConnections();
-  }));
-  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once('listening', () => resolve())));
-  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const origin = await serveApp(ctx.app);
 
-  const chrome = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'],
-  });
-  after(() => chrome.close());
+  const chrome = await launchBrowser();
   const consoleErrors: string[] = [];
-  const watch = (page: import('playwright-core').Page) => {
-    page.setDefaultTimeout(15_000);
-    page.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()); });
-    page.on('pageerror', (err) => consoleErrors.push(err.message));
-  };
+  // The refusals this test provokes are answers of 400 and above; only script errors count here.
+  const watch = (page: import('playwright-core').Page) => watchPage(page, consoleErrors, { httpErrors: false, timeoutMs: 15_000 });
 
   // Without the link: the 403 page says where the link is.
   const stranger = await chrome.newPage();

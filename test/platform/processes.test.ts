@@ -25,7 +25,7 @@ test('npm start: serves, then SIGTERM drains and exits 0', async () => {
   const ready = await (await fetch(`${base}/readyz`)).json();
   assert.equal(ready.dependencies.database, true);
   const [beat] = await postgres(url, { max: 1 })`select count(*)::int as n from worker_heartbeats`;
-  assert.equal(beat!.n, 2, 'both job runners (sends and webhooks) heartbeat');
+  assert.equal(beat!.n, 3, 'both job runners (sends and webhooks) and the process\'s lease holder heartbeat');
   p.child.kill('SIGTERM');
   assert.equal(await p.exited, 0);
   assert.match(p.stdout(), /"msg":"stopped"/);

@@ -1,44 +1,21 @@
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
-import { chromium } from 'playwright-core';
 import nodemailer from 'nodemailer';
 import { emailIdOf, startTestRelay } from './setup.ts';
+import { browserSkip, serveApp, launchBrowser, watchPage, signUpOwner } from '../helpers/browser.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const skip = existsSync(CHROMIUM) ? false : `no browser at ${CHROMIUM} (apt-get install chromium)`;
-if (skip) console.log(`# skipping the relay dashboard browser test: ${skip}`);
+const skip = browserSkip('the relay dashboard browser test');
 
 test('a real browser: the project page gives the relay\'s host, ports, TLS and username; a relayed email shows its subject; no console errors', { skip, timeout: 90_000 }, async () => {
   const ctx = await startTestRelay({ smtps: true, env: { NODE_ENV: 'development' } });
-  const server = serve({ fetch: ctx.app.fetch, port: 0, hostname: '127.0.0.1' });
-  after(() => new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    (server as unknown as { closeAllConnections(): void }).closeAllConnections();
-  }));
-  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once('listening', () => resolve())));
-  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const origin = await serveApp(ctx.app);
 
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'],
-  });
-  after(() => browser.close());
+  const browser = await launchBrowser();
   const page = await browser.newPage();
-  page.setDefaultTimeout(10_000);
   const consoleErrors: string[] = [];
-  page.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()); });
-  page.on('pageerror', (err) => consoleErrors.push(err.message));
-  page.on('response', (res) => { if (res.status() >= 400) consoleErrors.push(`${res.status()} ${res.url()}`); });
+  watchPage(page, consoleErrors);
 
-  await page.goto(`${origin}/dashboard/signup`);
-  await page.fill('input[name=email]', 'owner@example.com');
-  await page.fill('input[name=password]', 'correct horse battery');
-  await page.click('button[type=submit]');
-  await page.waitForURL(`${origin}/dashboard`);
+  await signUpOwner(page, origin);
   await page.fill('input[name=name]', 'Relay project');
   await page.click('button:has-text("Create project")');
   await page.waitForURL(/\/keys$/);

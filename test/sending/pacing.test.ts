@@ -255,7 +255,11 @@ test('the daily-quota check reads a running counter, never the emails: the same 
     const started = performance.now();
     for (let i = 0; i < 20; i++) assert.ok('waitMs' in await reserveSendSlot(reader, projectId));
     const ms = performance.now() - started;
-    assert.equal(await emailReads(), before, 'taking slots and checking the day read no email');
+    // Twenty reservations that each read the emails would add at least 20. Another connection's
+    // earlier read can reach the statistics late (backends flush them at most once a second), so
+    // a stray one is not theirs; the plan below is the exact check.
+    const reads = (await emailReads()) - before;
+    assert.ok(reads < 20, `taking slots and checking the day read the emails ${reads} times`);
     const plan = await ctx.sql.unsafe(`explain select * from mailroom_take_send_slots('${projectId}', 1, 0.85, 2000, 1)`);
     assert.ok(!JSON.stringify(plan).includes('emails'), 'nor does its plan');
     await reader`select count(*) from emails where project_id = ${projectId}`;
