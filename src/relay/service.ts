@@ -7,29 +7,12 @@ import type { Logger } from '../platform/log.ts';
 import { checkMessageBytes } from './checks.ts';
 import { SmtpReply } from './reply.ts';
 import { readSubmission } from './submission.ts';
+import { readDataStream } from '../sink/data-stream.ts';
 
 export type RelayDeps = { config: Config; sql: Sql; log: Logger; limiter: RateLimiter };
 
 /** Who a relay session authenticated as: an API key, full or sending, and so its project. */
 export type RelayUser = { projectId: string; keyId: string };
-
-/**
- * The DATA stream read whole, up to the limit. Past it the rest is read and dropped (the client
- * is still sending), and the answer is undefined: nothing of it is kept.
- */
-function readMessage(stream: SMTPServerDataStream, limit: number): Promise<Buffer | undefined> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    stream.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) chunks.push(chunk);
-      else chunks.length = 0;
-    });
-    stream.once('error', reject);
-    stream.once('end', () => resolve(stream.sizeExceeded || size > limit ? undefined : Buffer.concat(chunks, size)));
-  });
-}
 
 /** Whether the client declared 8-bit content on MAIL FROM. */
 function declaresEightBit(session: SMTPServerSession): boolean {
@@ -45,7 +28,7 @@ function declaresEightBit(session: SMTPServerSession): boolean {
 export async function submitMessage(deps: RelayDeps, stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
   const { config } = deps;
   const user = session.user as unknown as RelayUser;
-  const raw = await readMessage(stream, config.emailMaxMessageBytes);
+  const raw = await readDataStream(stream, config.emailMaxMessageBytes);
   if (!raw) throw new SmtpReply(552, '5.3.4', `Message too large: the limit is ${config.emailMaxMessageBytes} bytes`);
   const decision = await deps.limiter.hit(`project:${user.projectId}`, config.apiRateLimitPerMinute);
   if (!decision.allowed) {

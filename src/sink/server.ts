@@ -9,6 +9,7 @@ import { isInternalSinkLogin, parseInternalEnvelopeId } from './internal-auth.ts
 import { parseSinkMessage } from './parse.ts';
 import { insertSinkMessage } from './store.ts';
 import { recordSinkMessage } from '../platform/metrics.ts';
+import { readDataStream } from './data-stream.ts';
 
 export type SinkDeps = { config: Config; sql: Sql; log: Logger };
 export type SinkServer = SinkAddress & { close(): Promise<void> };
@@ -26,20 +27,6 @@ async function authenticate(deps: SinkDeps, recordUse: ReturnType<typeof keyUseR
   return { kind: 'key', projectId: key.projectId };
 }
 
-/** Buffers the DATA stream up to the limit; past it smtp-server answers 552 (rejectOversized). */
-function readMessage(stream: SMTPServerDataStream, limit: number): Promise<Buffer | undefined> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    stream.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) chunks.push(chunk);
-    });
-    stream.once('error', reject);
-    stream.once('end', () => resolve(stream.sizeExceeded || size > limit ? undefined : Buffer.concat(chunks, size)));
-  });
-}
-
 /** A key's messages belong to its project; an internal session names project and email per message. */
 function ownerOf(session: SMTPServerSession): { projectId: string; emailId: string | null } | undefined {
   const user = session.user as SinkUser;
@@ -48,7 +35,7 @@ function ownerOf(session: SMTPServerSession): { projectId: string; emailId: stri
 }
 
 async function catchMessage(deps: SinkDeps, stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
-  const raw = await readMessage(stream, deps.config.emailMaxMessageBytes);
+  const raw = await readDataStream(stream, deps.config.emailMaxMessageBytes);
   if (!raw) throw smtpError(552, 'Error: message exceeds fixed maximum message size');
   const owner = ownerOf(session)!;
   const envelope = {
