@@ -13,6 +13,7 @@ import { cancelEmail, rescheduleEmail } from '../emails/queries.ts';
 import { resendError, toResendError } from './errors.ts';
 import { getResendEmail, listResendEmails } from './queries.ts';
 import { fromResendEmail, toResendEmail } from './translate.ts';
+import { resendPageQuery } from './paging.ts';
 
 /** Bodies beyond twice the message limit plus 1 MiB are refused unread, as on `/v1`. */
 const bodyLimit = (maxMessageBytes: number) => 2 * maxMessageBytes + 1024 * 1024;
@@ -77,13 +78,7 @@ export function createResendApp(auth: MiddlewareHandler<AppEnv>, extend: (app: H
   });
 
   app.get('/emails', async (c) => {
-    const limitRaw = c.req.query('limit');
-    const limit = limitRaw === undefined ? 20 : Number(limitRaw);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new ValidationError([{ loc: ['query', 'limit'], msg: 'limit must be a whole number from 1 to 100', type: 'value_error' }]);
-    const after = c.req.query('after');
-    const before = c.req.query('before');
-    if (after !== undefined && before !== undefined) throw new ValidationError([{ loc: ['query', 'after'], msg: 'give after or before, not both', type: 'value_error' }]);
-    const cursor = after ?? before;
+    const { limit, after, before, cursor } = resendPageQuery(c);
     if (cursor !== undefined && !(isWellFormedId('email', cursor) && await getResendEmail(c.var.deps.sql, c.var.projectId, cursor))) {
       throw new ApiError('not_found', 'The cursor does not name an email of this project.');
     }

@@ -1,12 +1,13 @@
 import type { Hono } from 'hono';
 import type { AppEnv } from '../http/context.ts';
 import { readJsonBody } from '../http/body.ts';
-import { ApiError, ValidationError } from '../http/errors.ts';
+import { ApiError } from '../http/errors.ts';
 import { isWellFormedId } from '../platform/ids.ts';
-import { ServiceError } from '../platform/errors.ts';
 import { createTemplate, deleteTemplate, duplicateTemplate, publishTemplate, requireTemplate, updateTemplate, MAX_SOURCE } from './service.ts';
 import * as q from './queries.ts';
 import type { TemplateRow } from './queries.ts';
+import { resendPageQuery } from '../resend/paging.ts';
+import { served } from './routes.ts';
 
 /**
  * `resend.templates.*` at `/resend/templates`: the same templates as `/v1/templates`, in
@@ -39,15 +40,6 @@ export function toResendTemplate(t: TemplateRow) {
   };
 }
 
-async function served<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    if (err instanceof ServiceError && err.code === 'not_found') throw new ApiError('not_found', 'Template not found.');
-    throw err;
-  }
-}
-
 const ref = (t: { id: string }) => ({ object: 'template' as const, id: t.id });
 
 export function registerResendTemplateRoutes(app: Hono<AppEnv>) {
@@ -57,13 +49,7 @@ export function registerResendTemplateRoutes(app: Hono<AppEnv>) {
   });
 
   app.get('/templates', async (c) => {
-    const limitRaw = c.req.query('limit');
-    const limit = limitRaw === undefined ? 20 : Number(limitRaw);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new ValidationError([{ loc: ['query', 'limit'], msg: 'limit must be a whole number from 1 to 100', type: 'value_error' }]);
-    const after = c.req.query('after');
-    const before = c.req.query('before');
-    if (after !== undefined && before !== undefined) throw new ValidationError([{ loc: ['query', 'after'], msg: 'give after or before, not both', type: 'value_error' }]);
-    const cursor = after ?? before;
+    const { limit, after, before, cursor } = resendPageQuery(c);
     const { sql } = c.var.deps;
     if (cursor !== undefined && !(isWellFormedId('template', cursor) && await q.getTemplate(sql, c.var.projectId, cursor))) {
       throw new ApiError('not_found', 'The cursor does not name a template of this project.');

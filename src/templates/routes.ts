@@ -87,7 +87,7 @@ const remove = createRoute({
 });
 
 /** Service errors as the API's: a template that is not there is a 404. */
-async function served<T>(work: () => Promise<T>): Promise<T> {
+export async function served<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (err) {
