@@ -42,13 +42,12 @@ export async function removeExpiredEmails(sql: Sql | TxSql, cutoff: Date, batch 
 }
 
 /**
- * Purges html, text, attachments (and a kept raw message) of up to `batch` emails created before
+ * Purges html, text, attachments and the relay's raw message of up to `batch` emails created before
  * `cutoff` whose bodies are still there, oldest first, marking them `body_purged`. Skips locked rows.
  */
 export async function purgeExpiredBodies(sql: Sql | TxSql, cutoff: Date, batch = RETENTION_BATCH): Promise<number> {
-  const purgeRaw = (await hasRawMessage(sql)) ? sql`, raw_message = null` : sql``;
   const rows = await sql`
-    update emails m set html = null, text = null, attachments = '[]'::jsonb, body_purged = true ${purgeRaw}
+    update emails m set html = null, text = null, attachments = '[]'::jsonb, body_purged = true, raw_message = null
     where m.id in (
       select id from emails
       where created_at < ${cutoff} and not body_purged
@@ -56,14 +55,6 @@ export async function purgeExpiredBodies(sql: Sql | TxSql, cutoff: Date, batch =
       limit ${batch}
       for update skip locked)`;
   return rows.count;
-}
-
-/** Whether emails keep the raw message a relay received (a column the SMTP relay adds); it is a body too. */
-async function hasRawMessage(sql: Sql | TxSql): Promise<boolean> {
-  const [row] = await sql<[{ present: boolean }]>`
-    select exists (select 1 from information_schema.columns
-      where table_schema = current_schema() and table_name = 'emails' and column_name = 'raw_message') as present`;
-  return row.present;
 }
 
 /**
