@@ -1,1 +1,170 @@
--- Enter migration here
+-- Time partitions (CONTRACT §17.1): emails, events, webhook_deliveries and email_tags are split by
+-- email id into one partition per UTC day, so retention drops a day's (or a month's) history as
+-- whole tables instead of deleting rows. Ids are `prefix` + ULID, whose first ten characters are
+-- the milliseconds of creation: a day is the id range [floor of its midnight, floor of the next).
+-- events, webhook_deliveries and email_tags are split by their email_id, so everything about an
+-- email lives in the partition of that email's day, whatever day an event came.
+--
+-- Moving an existing database copies every row into the new tables under an exclusive lock (the
+-- service is down meanwhile): measured at about 40 s per million emails with their events,
+-- deliveries and tag entries (docs/operations.md). Re-runnable: it does nothing once `emails` is
+-- partitioned.
+
+-- The smallest id of `prefix` made at or after `at` (also used by the ops views).
+create or replace function mailroom_id_floor(prefix text, at timestamptz) returns text
+language sql immutable parallel safe as $$
+  select prefix || string_agg(
+    substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ', (((floor(extract(epoch from at) * 1000)::bigint) >> (5 * i)) & 31)::int + 1, 1),
+    '' order by i desc) || '0000000000000000'
+  from generate_series(0, 9) as i
+$$;
+
+-- Creates the missing daily partitions (`<table>_pYYYYMMDD`) of the four tables for the UTC days
+-- from `first_day` to `last_day`, and returns how many it created. A day whose rows already sit in
+-- the default partition (no partition existed when they came) keeps them there: that day is
+-- skipped, and retention removes those rows one by one instead.
+create or replace function mailroom_ensure_partitions(first_day date, last_day date) returns int
+language plpgsql as $$
+declare
+  d date;
+  parent text;
+  part text;
+  created int := 0;
+begin
+  for d in select generate_series(first_day, last_day, interval '1 day')::date loop
+    foreach parent in array array['emails', 'events', 'webhook_deliveries', 'email_tags'] loop
+      part := parent || '_p' || to_char(d, 'YYYYMMDD');
+      continue when to_regclass(quote_ident(part)) is not null;
+      begin
+        execute format('create table %I partition of %I for values from (%L) to (%L)', part, parent,
+          mailroom_id_floor('email_', d::timestamp at time zone 'UTC'),
+          mailroom_id_floor('email_', (d + 1)::timestamp at time zone 'UTC'));
+        created := created + 1;
+      exception when check_violation then
+        raise notice 'partition % skipped: its rows are in %_default', part, parent;
+      end;
+    end loop;
+  end loop;
+  return created;
+end
+$$;
+
+-- The relay's 24 h Message-ID dedupe needs a unique key, which a partitioned emails table can only
+-- have with the id in it: the Message-IDs submitted in the last 24 hours, pruned by retention.
+create table if not exists submitted_message_ids (
+  project_id text not null references projects(id) on delete cascade,
+  message_id text not null,
+  email_id text not null,
+  created_at timestamptz not null default now(),
+  primary key (project_id, message_id)
+);
+create index if not exists submitted_message_ids_created_idx on submitted_message_ids (created_at);
+
+do $$
+declare
+  first_day date;
+begin
+  if (select relkind from pg_class where oid = 'emails'::regclass) = 'p' then return; end if;
+  lock table emails, events, webhook_deliveries, email_tags, idempotency_keys in access exclusive mode;
+
+  insert into submitted_message_ids (project_id, message_id, email_id, created_at)
+  select project_id, submitted_message_id, id, created_at from emails
+  where submitted_message_id is not null and created_at > now() - interval '24 hours'
+  on conflict do nothing;
+
+  -- Foreign keys between the partitioned tables go: retention removes an email's events,
+  -- deliveries, tag entries and idempotency keys with it, a day at a time.
+  alter table idempotency_keys drop constraint if exists idempotency_keys_email_id_fkey;
+  alter table emails rename to emails_unpartitioned;
+  alter table events rename to events_unpartitioned;
+  alter table webhook_deliveries rename to webhook_deliveries_unpartitioned;
+  alter table email_tags rename to email_tags_unpartitioned;
+
+  create table emails (like emails_unpartitioned including defaults including constraints) partition by range (id);
+  create table events (like events_unpartitioned including defaults) partition by range (email_id);
+  alter table events add constraint events_type_check check (type = any (array['email.sent', 'email.delivered',
+    'email.delivery_delayed', 'email.bounced', 'email.complained', 'email.failed', 'email.opened', 'email.clicked']));
+  create table webhook_deliveries (like webhook_deliveries_unpartitioned including defaults including constraints,
+    email_id text not null) partition by range (email_id);
+  create table email_tags (like email_tags_unpartitioned including defaults) partition by range (email_id);
+  create table emails_default partition of emails default;
+  create table events_default partition of events default;
+  create table webhook_deliveries_default partition of webhook_deliveries default;
+  create table email_tags_default partition of email_tags default;
+
+  first_day := least((select min(created_at) from emails_unpartitioned), now()) at time zone 'UTC';
+  perform mailroom_ensure_partitions(first_day, ((now() at time zone 'UTC')::date + 7));
+
+  insert into emails select * from emails_unpartitioned;
+  insert into events select * from events_unpartitioned;
+  insert into webhook_deliveries select d.*, e.email_id
+    from webhook_deliveries_unpartitioned d join events_unpartitioned e on e.id = d.event_id;
+  insert into email_tags select * from email_tags_unpartitioned;
+  -- cascade: the ops views over them go too, and are made again over the new tables after migrating.
+  drop table webhook_deliveries_unpartitioned, events_unpartitioned, email_tags_unpartitioned, emails_unpartitioned cascade;
+
+  -- A unique index on a partitioned table must hold the partition key: where it did not, it is
+  -- widened by email_id (one SES event, one delivery, is about one email, so nothing changes), or
+  -- no longer unique (SES message ids are unique by themselves; lookups only need the index).
+  alter table emails add primary key (id);
+  create index emails_body_kept_idx on emails (created_at) where not body_purged;
+  create index emails_created_idx on emails (created_at);
+  create index emails_project_idx on emails (project_id, id desc);
+  create index emails_project_sent_at_idx on emails (project_id, sent_at) where sent_at is not null;
+  create index emails_project_status_idx on emails (project_id, status, id desc);
+  create index emails_provider_message_id_idx on emails (provider_message_id) where provider_message_id is not null;
+  alter table emails add foreign key (project_id) references projects(id) on delete cascade;
+
+  alter table events add primary key (id, email_id);
+  create unique index events_dedupe_idx on events (project_id, dedupe_key, email_id) where dedupe_key is not null;
+  create index events_email_id_idx on events (email_id, project_id, id);
+  alter table events add foreign key (project_id) references projects(id) on delete cascade;
+
+  alter table webhook_deliveries add primary key (id, email_id);
+  create index webhook_deliveries_endpoint_idx on webhook_deliveries (project_id, endpoint_id, id desc);
+  create index webhook_deliveries_event_idx on webhook_deliveries (email_id, event_id);
+  create unique index webhook_deliveries_first_idx on webhook_deliveries (endpoint_id, event_id, email_id) where redelivery_of is null;
+  create index webhook_deliveries_pending_idx on webhook_deliveries (next_attempt_at) where status = 'pending';
+  create index webhook_deliveries_redelivery_idx on webhook_deliveries (redelivery_of) where redelivery_of is not null;
+  create index webhook_deliveries_unattempted_idx on webhook_deliveries (endpoint_id, id) where status = 'pending' and attempt_count = 0;
+  alter table webhook_deliveries add foreign key (project_id) references projects(id) on delete cascade;
+  alter table webhook_deliveries add foreign key (endpoint_id) references webhook_endpoints(id) on delete cascade;
+
+  alter table email_tags add primary key (project_id, name, value, email_id);
+  alter table email_tags add foreign key (project_id) references projects(id) on delete cascade;
+
+  analyze emails, events, webhook_deliveries, email_tags;
+end
+$$;
+
+-- The flush's claim, as before, with each delivery's own email_id: its event is found in the one
+-- events partition of that email, and the claimed rows by (id, email_id).
+create or replace function webhook_flush_claim(endpoint text, project text, lease_seconds int, how_many int)
+returns table (
+  id text, project_id text, endpoint_id text, status text, attempt_count int,
+  url text, endpoint_status text, secret_encrypted bytea,
+  event_id text, type text, email_id text, data jsonb, event_created_at timestamptz)
+language plpgsql as $$
+begin
+  -- The update finds its rows through = any(array(...)), which only the primary key can serve.
+  return query execute '
+    with picked as materialized (
+      select id, email_id from webhook_deliveries
+      where endpoint_id = $1 and project_id = $2 and status = ''pending'' and attempt_count = 0
+        and (leased_until is null or leased_until <= now())
+      order by endpoint_id, id limit $4
+      for update skip locked),
+    claimed as (
+      update webhook_deliveries set leased_until = now() + make_interval(secs => $3)
+      where id = any(array(select id from picked)) and email_id = any(array(select email_id from picked))
+      returning id, project_id, endpoint_id, status, attempt_count, event_id, email_id)
+    select c.id, c.project_id, c.endpoint_id, c.status, c.attempt_count,
+           w.url, w.status, w.secret_encrypted,
+           e.id, e.type, c.email_id, e.data, e.created_at
+    from claimed c
+    left join webhook_endpoints w on w.id = c.endpoint_id and w.project_id = c.project_id
+    left join events e on e.id = c.event_id and e.email_id = c.email_id and e.project_id = c.project_id
+    order by c.id'
+  using endpoint, project, lease_seconds, how_many;
+end
+$$;

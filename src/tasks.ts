@@ -6,6 +6,7 @@ import { emailSendTask } from './emails/send.task.ts';
 import { htmlForSending } from './tracking/service.ts';
 import { PRUNE_CRON, pruneTask } from './platform/prune.task.ts';
 import { RETENTION_CRON, retentionApplyTask } from './retention/apply.task.ts';
+import { ensurePartitions } from './retention/partitions.ts';
 import { QUOTA_REFRESH_CRON, refreshQuotaTask } from './providers/refresh-quota.task.ts';
 import { startSqsPolling } from './events/sqs-poll.ts';
 import { startSinkServer } from './sink/server.ts';
@@ -35,6 +36,8 @@ export function buildCrontab(_deps: WorkerDeps): CronItem[] {
 /** Long-running services the worker process hosts besides jobs (the SMTP sink, queue polling). */
 export async function startWorkerServices(deps: WorkerDeps): Promise<Array<[string, () => Promise<unknown>]>> {
   const services: Array<[string, () => Promise<unknown>]> = [];
+  // Today's partitions and the next days', before any send; the retention job keeps them ahead.
+  await ensurePartitions(deps.sql);
   if (deps.config.eventIngestion === 'queue') {
     const polling = await startSqsPolling(deps);
     services.push(['sqs-poll', () => polling.close()]);

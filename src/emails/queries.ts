@@ -23,19 +23,23 @@ export async function emailExists(sql: Sql, projectId: string, emailId: string):
 /** How long a client's Message-ID names its first email: a repeat within it is a retry. */
 export const SUBMITTED_MESSAGE_ID_TTL = '24 hours';
 
-/** The email a client's Message-ID names in this project, and whether that is within the dedupe window. */
+/**
+ * The email a client's Message-ID names in this project, and whether that is within the dedupe
+ * window. submitted_message_ids holds the Message-IDs of the window (its primary key is what makes
+ * concurrent repeats yield one email); retention prunes it.
+ */
 export async function findSubmitted(sql: Sql, projectId: string, clientMessageId: string) {
   const [row] = await sql<[{ id: string; live: boolean }?]>`
-    select id, created_at > now() - ${SUBMITTED_MESSAGE_ID_TTL}::interval as live from emails
-    where project_id = ${projectId} and submitted_message_id = ${clientMessageId}`;
+    select email_id as id, created_at > now() - ${SUBMITTED_MESSAGE_ID_TTL}::interval as live from submitted_message_ids
+    where project_id = ${projectId} and message_id = ${clientMessageId}`;
   return row;
 }
 
 /** Frees a Message-ID whose window has passed, so a new submission may take it. */
-export async function releaseSubmittedMessageId(sql: Sql, projectId: string, emailId: string) {
+export async function releaseSubmittedMessageId(sql: Sql, projectId: string, clientMessageId: string) {
   await sql`
-    update emails set submitted_message_id = null
-    where id = ${emailId} and project_id = ${projectId} and created_at <= now() - ${SUBMITTED_MESSAGE_ID_TTL}::interval`;
+    delete from submitted_message_ids
+    where project_id = ${projectId} and message_id = ${clientMessageId} and created_at <= now() - ${SUBMITTED_MESSAGE_ID_TTL}::interval`;
 }
 
 /**
@@ -146,7 +150,11 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
         reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb,
         track_opens boolean, track_clicks boolean, template_id text, template_version integer, source text, raw_message text, message_id_header text, submitted_message_id text)
-      returning id, project_id, scheduled_at, tags
+      returning id, project_id, scheduled_at, tags, submitted_message_id
+    ),
+    submitted as (
+      insert into submitted_message_ids (project_id, message_id, email_id)
+      select project_id, submitted_message_id, id from inserted where submitted_message_id is not null
     ),
     tagged as (
       insert into email_tags (project_id, name, value, email_id)

@@ -99,13 +99,13 @@ export type Submission = Omit<NewEmail, 'id' | 'projectId' | 'scheduledAt' | 'su
 
 const isDuplicateMessageId = (err: unknown) =>
   (err as { code?: string; constraint_name?: string }).code === '23505'
-  && (err as { constraint_name?: string }).constraint_name === 'emails_submitted_message_id_idx';
+  && (err as { constraint_name?: string }).constraint_name === 'submitted_message_ids_pkey';
 
 /**
  * One email from a message submitted over SMTP, through the same group commit as `POST
  * /v1/emails`. A Message-ID the project submitted in the last 24 h answers the first email's id
- * and stores nothing: SMTP clients resend a message whose reply they lost. The unique index on
- * the Message-ID decides, so a new message costs no lookup and concurrent repeats yield one
+ * and stores nothing: SMTP clients resend a message whose reply they lost. The primary key of
+ * submitted_message_ids decides, so a new message costs no lookup and concurrent repeats yield one
  * email; an older holder of the Message-ID gives it up and the write is tried again.
  */
 export async function sendSubmitted(deps: SendDeps, projectId: string, submission: Submission): Promise<{ id: string; replayed: boolean }> {
@@ -119,6 +119,6 @@ export async function sendSubmitted(deps: SendDeps, projectId: string, submissio
     }
     const seen = await q.findSubmitted(sql, projectId, messageId);
     if (seen?.live) return { id: seen.id, replayed: true };
-    if (seen) await q.releaseSubmittedMessageId(sql, projectId, seen.id);
+    if (seen) await q.releaseSubmittedMessageId(sql, projectId, messageId);
   }
 }

@@ -47,8 +47,8 @@ export function recordEventsStatement(sql: Sql | TxSql, source: PendingQuery<Row
       select e.id, s.project_id, s.id, e.type, e.data || jsonb_build_object('tags', coalesce(s.tags, '[]'::jsonb)), e.dedupe_key
       from source s cross join jsonb_to_recordset(${sql.json(rows as never)}) as e(id text, type text, data jsonb, dedupe_key text)
       order by e.id
-      on conflict (project_id, dedupe_key) where dedupe_key is not null do nothing
-      returning id, project_id, type),
+      on conflict (project_id, dedupe_key, email_id) where dedupe_key is not null do nothing
+      returning id, project_id, email_id, type),
     counted as (${countEvents(sql, sql`new_events`)}),
     ${newDeliveries(sql)}
     select (select count(*)::int from source) as matched,
@@ -57,14 +57,14 @@ export function recordEventsStatement(sql: Sql | TxSql, source: PendingQuery<Row
 }
 
 /**
- * The `new_deliveries` CTE of a statement that has a `new_events (id, project_id, type)` CTE: one
+ * The `new_deliveries` CTE of a statement that has a `new_events (id, project_id, email_id, type)` CTE: one
  * pending delivery per active endpoint of the project that takes the event's type (an endpoint
  * without `event_types` takes every type).
  */
 export function newDeliveries(sql: Sql | TxSql) {
   return sql`new_deliveries as (
-      insert into webhook_deliveries (id, project_id, endpoint_id, event_id, next_attempt_at)
-      select mailroom_new_id(${ID_PREFIX.delivery}), ev.project_id, w.id, ev.id, now()
+      insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, next_attempt_at)
+      select mailroom_new_id(${ID_PREFIX.delivery}), ev.project_id, w.id, ev.id, ev.email_id, now()
       from new_events ev
       join webhook_endpoints w on w.project_id = ev.project_id and w.status = 'active'
         and (w.event_types is null or ev.type = any(w.event_types))

@@ -1,5 +1,6 @@
 import type { Sql } from '../platform/db.ts';
-import { foldDailyCounts, purgeExpiredBodies, removeExpiredEmails, RETENTION_BATCH } from './queries.ts';
+import { foldDailyCounts, pruneSubmittedMessageIds, purgeExpiredBodies, removeExpiredEmails, RETENTION_BATCH } from './queries.ts';
+import { dropPartitionDay, ensurePartitions, partitionDays } from './partitions.ts';
 
 export type RetentionSettings = { retentionDays: number; bodyRetentionDays: number };
 export type RetentionResult = { emails_removed: number; bodies_purged: number };
@@ -7,22 +8,36 @@ export type RetentionResult = { emails_removed: number; bodies_purged: number };
 const DAY_MS = 86_400_000;
 
 /**
- * Applies RETENTION_DAYS and BODY_RETENTION_DAYS in steps of RETENTION_BATCH emails, each its own
- * short transaction, until nothing is left to do or `untilMs` (a Date.now() value) has passed.
- * `more` says whether work was left for the next call.
+ * Applies RETENTION_DAYS and BODY_RETENTION_DAYS until nothing is left to do or `untilMs` (a
+ * Date.now() value) has passed; `more` says whether work was left for the next call.
+ *
+ * An email goes with its UTC day of creation, once that whole day lies more than RETENTION_DAYS
+ * back: it is kept between RETENTION_DAYS and RETENTION_DAYS + 1 days. Whole days go as dropped
+ * partitions (partitions.ts), one transaction a day; rows outside their day's partition (the
+ * default partition, or rows loaded by hand with an older `created_at`) go in steps of
+ * RETENTION_BATCH. Bodies are purged in steps of RETENTION_BATCH, each its own short transaction.
+ * Each run also makes the partitions of the days ahead.
  */
 export async function applyRetention(
   sql: Sql,
   settings: RetentionSettings,
   opts: { untilMs?: number; now?: Date } = {},
 ): Promise<RetentionResult & { more: boolean }> {
-  const now = (opts.now ?? new Date()).getTime();
-  const cutoff = new Date(now - settings.retentionDays * DAY_MS);
-  const bodyCutoff = new Date(now - settings.bodyRetentionDays * DAY_MS);
+  const now = opts.now ?? new Date();
+  const cutoffDay = new Date(now.getTime() - settings.retentionDays * DAY_MS).toISOString().slice(0, 10);
+  const bodyCutoff = new Date(now.getTime() - settings.bodyRetentionDays * DAY_MS);
   const result = { emails_removed: 0, bodies_purged: 0, more: false };
   const timeLeft = () => opts.untilMs === undefined || Date.now() < opts.untilMs;
+  await ensurePartitions(sql);
+  for (const day of await partitionDays(sql)) {
+    if (day >= cutoffDay) break;
+    const removed = await dropPartitionDay(sql, day);
+    if (removed === undefined) { result.more = true; break; }
+    result.emails_removed += removed;
+    if (!timeLeft()) return { ...result, more: true };
+  }
   for (;;) {
-    const removed = await removeExpiredEmails(sql, cutoff);
+    const removed = await removeExpiredEmails(sql, new Date(`${cutoffDay}T00:00:00Z`));
     result.emails_removed += removed;
     if (removed < RETENTION_BATCH) break;
     if (!timeLeft()) return { ...result, more: true };
@@ -33,6 +48,7 @@ export async function applyRetention(
     if (purged < RETENTION_BATCH) break;
     if (!timeLeft()) return { ...result, more: true };
   }
+  await pruneSubmittedMessageIds(sql);
   await foldDailyCounts(sql, result.emails_removed > 0);
   return result;
 }

@@ -1,5 +1,6 @@
 import type { Sql, TxSql } from '../platform/db.ts';
 import { countEvents } from '../events/record.ts';
+import { SUBMITTED_MESSAGE_ID_TTL } from '../emails/queries.ts';
 
 /** Emails a step removes or purges at most: a step holds its row locks for a few milliseconds. */
 export const RETENTION_BATCH = 500;
@@ -7,10 +8,11 @@ export const RETENTION_BATCH = 500;
 
 /**
  * Removes up to `batch` emails created before `cutoff`, oldest first, with their webhook
- * deliveries, events and tag entries, in one statement, and takes their events off the daily
- * counters. Rows another transaction holds are skipped (SKIP LOCKED), so a step never waits on a
- * send; and a send never waits on a step, which only locks emails long past any send. Returns how
- * many emails went.
+ * deliveries, events, tag entries and idempotency keys, in one statement, and takes their events
+ * off the daily counters. Whole days go as dropped partitions (partitions.ts); this removes what is
+ * left outside them. Rows another transaction holds are skipped (SKIP LOCKED), so a step never
+ * waits on a send; and a send never waits on a step, which only locks emails long past any send.
+ * Returns how many emails went.
  */
 export async function removeExpiredEmails(sql: Sql | TxSql, cutoff: Date, batch = RETENTION_BATCH): Promise<number> {
   const [row] = await sql<[{ removed: number }]>`
@@ -21,10 +23,11 @@ export async function removeExpiredEmails(sql: Sql | TxSql, cutoff: Date, batch 
       limit ${batch}
       for update skip locked),
     gone_deliveries as (
-      delete from webhook_deliveries w
-      using events e, doomed d
-      where e.email_id = d.id and e.project_id = d.project_id
-        and w.event_id = e.id and w.project_id = e.project_id),
+      delete from webhook_deliveries w using doomed d
+      where w.email_id = d.id and w.project_id = d.project_id),
+    gone_keys as (
+      delete from idempotency_keys k using doomed d
+      where k.email_id = d.id and k.project_id = d.project_id),
     gone_events as (
       delete from events e using doomed d
       where e.email_id = d.id and e.project_id = d.project_id
@@ -55,6 +58,11 @@ export async function purgeExpiredBodies(sql: Sql | TxSql, cutoff: Date, batch =
       limit ${batch}
       for update skip locked)`;
   return rows.count;
+}
+
+/** How long the relay's Message-ID dedupe remembers a Message-ID (SUBMITTED_MESSAGE_ID_TTL). */
+export async function pruneSubmittedMessageIds(sql: Sql): Promise<void> {
+  await sql`delete from submitted_message_ids where created_at < now() - ${SUBMITTED_MESSAGE_ID_TTL}::interval`;
 }
 
 /**

@@ -49,7 +49,7 @@ export function recordHitsStatement(sql: Sql | TxSql, hits: TrackingHit[]) {
         h.data || jsonb_build_object('to', to_jsonb(e.to_addresses || e.cc_addresses), 'tags', coalesce(e.tags, '[]'::jsonb))
       from hits h join emails e on e.id = h.email_id and e.project_id = h.project_id
       order by h.id
-      returning id, project_id, type),
+      returning id, project_id, email_id, type),
     counted as (${countEvents(sql, sql`new_events`)}),
     ${newDeliveries(sql)}
     select array(select type from new_events) as types, (select count(*)::int from firsts) as firsts,

@@ -40,10 +40,10 @@ export type AttemptKey = { projectId: string; deliveryId: string };
 const LOAD_ATTEMPTS = `
   select d.id, d.project_id, d.endpoint_id, d.status, d.attempt_count, coalesce(d.leased_until > now(), false) as leased,
          w.url, w.status as endpoint_status, w.secret_encrypted,
-         e.id as event_id, e.type, e.email_id, e.data, e.created_at as event_created_at
+         e.id as event_id, e.type, d.email_id, e.data, e.created_at as event_created_at
   from webhook_deliveries d
   join webhook_endpoints w on w.id = d.endpoint_id and w.project_id = d.project_id
-  join events e on e.id = d.event_id and e.project_id = d.project_id
+  join events e on e.id = d.event_id and e.email_id = d.email_id and e.project_id = d.project_id
   where d.id = any($1::text[]) and d.project_id = any($2::text[])`;
 
 type Loaded = Attempt & { leased: boolean };
@@ -110,7 +110,7 @@ function settleStatement(sql: Sql | TxSql, a: Attempt, outcome: Outcome, answere
         error = ${outcome.error},
         leased_until = null
         ${attempt}
-      where id = ${a.id} and project_id = ${a.projectId} and status = 'pending' and attempt_count = ${a.attemptCount}
+      where id = ${a.id} and email_id = ${a.emailId} and project_id = ${a.projectId} and status = 'pending' and attempt_count = ${a.attemptCount}
       returning endpoint_id)
     ${followUp(sql, a, outcome, answered !== null)}`;
 }
@@ -125,20 +125,21 @@ type Delivered = { a: Attempt; answered: Answered };
  */
 async function settleDelivered(sql: Sql, items: Delivered[]): Promise<(string | undefined)[]> {
   const answers = items.map(({ a, answered }) => ({
-    id: a.id, project_id: a.projectId, attempt_count: a.attemptCount, answered_at: answered.at.toISOString(),
+    id: a.id, email_id: a.emailId, project_id: a.projectId, attempt_count: a.attemptCount, answered_at: answered.at.toISOString(),
     response_status: answered.result.responseStatus, response_body: answered.result.responseBody,
   }));
   const rows = await sql<{ id: string; endpointStatus: string | null }[]>`
     with answered as (
       select * from jsonb_to_recordset(${sql.json(answers as never)})
-        as a(id text, project_id text, attempt_count int, answered_at timestamptz, response_status int, response_body text)),
+        as a(id text, email_id text, project_id text, attempt_count int, answered_at timestamptz, response_status int, response_body text)),
     settled as (
       update webhook_deliveries d set
         status = 'delivered', next_attempt_at = null, error = null, leased_until = null,
         attempt_count = d.attempt_count + 1, last_attempt_at = a.answered_at,
         response_status = a.response_status, response_body = a.response_body
       from answered a
-      where d.id = any(${answers.map((x) => x.id)}::text[]) and d.id = a.id and d.project_id = a.project_id
+      where d.id = any(${answers.map((x) => x.id)}::text[]) and d.email_id = any(${answers.map((x) => x.email_id)}::text[])
+        and d.id = a.id and d.email_id = a.email_id and d.project_id = a.project_id
         and d.status = 'pending' and d.attempt_count = a.attempt_count
       returning d.id, d.endpoint_id, d.project_id),
     reset as (

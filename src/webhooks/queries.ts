@@ -31,7 +31,7 @@ export async function listRecentDeliveries(sql: Sql, projectId: string, endpoint
 export async function listDeliveries(sql: Sql, projectId: string, endpointId: string, opts: { limit: number; startingAfter?: string }) {
   const rows = await sql<(DeliveryRow & { eventType: string; emailId: string })[]>`
     select ${DELIVERY_COLUMNS(sql)}, e.type as event_type, e.email_id
-    from webhook_deliveries d join events e on e.id = d.event_id and e.project_id = d.project_id
+    from webhook_deliveries d join events e on e.id = d.event_id and e.email_id = d.email_id and e.project_id = d.project_id
     where d.project_id = ${projectId} and d.endpoint_id = ${endpointId}
       ${opts.startingAfter ? sql`and d.id < ${opts.startingAfter}` : sql``}
     order by d.id desc
@@ -44,9 +44,9 @@ export async function listDeliveriesOfEmail(sql: Sql, projectId: string, emailId
   return sql<(DeliveryRow & { eventType: string; endpointId: string; endpointUrl: string })[]>`
     select ${DELIVERY_COLUMNS(sql)}, e.type as event_type, d.endpoint_id, w.url as endpoint_url
     from events e
-    join webhook_deliveries d on d.event_id = e.id and d.project_id = e.project_id
+    join webhook_deliveries d on d.event_id = e.id and d.email_id = e.email_id and d.project_id = e.project_id
     join webhook_endpoints w on w.id = d.endpoint_id and w.project_id = d.project_id
-    where e.project_id = ${projectId} and e.email_id = ${emailId}
+    where e.project_id = ${projectId} and e.email_id = ${emailId} and d.email_id = ${emailId}
     order by d.id`;
 }
 
@@ -135,8 +135,8 @@ export function flushJob(sql: Sql | TxSql, endpointId: string, projectId: string
 export async function insertRedelivery(sql: Sql, projectId: string, endpointId: string, deliveryId: string) {
   return sql.begin(async (tx) => {
     const [row] = await tx<[DeliveryRow?]>`
-      insert into webhook_deliveries (id, project_id, endpoint_id, event_id, next_attempt_at, redelivery_of)
-      select ${newId('delivery')}, project_id, endpoint_id, event_id, now(), id from webhook_deliveries
+      insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, next_attempt_at, redelivery_of)
+      select ${newId('delivery')}, project_id, endpoint_id, event_id, email_id, now(), id from webhook_deliveries
       where id = ${deliveryId} and endpoint_id = ${endpointId} and project_id = ${projectId}
       returning id, event_id, status, attempt_count, created_at, last_attempt_at, next_attempt_at, response_status, error`;
     if (row) await tx`select ${flushJob(tx, endpointId, projectId)}`;

@@ -136,8 +136,8 @@ test('deliveries list: newest first, pending included, capped at 100', async () 
     await ctx.sql`insert into events (id, project_id, email_id, type) values (${evt}, ${A.projectId}, ${emailId}, 'email.sent')`;
     const id = newId('delivery');
     deliveryIds.push(id);
-    await ctx.sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id, status)
-      values (${id}, ${A.projectId}, ${wh}, ${evt}, ${i === 104 ? 'pending' : 'delivered'})`;
+    await ctx.sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, status)
+      values (${id}, ${A.projectId}, ${wh}, ${evt}, ${emailId}, ${i === 104 ? 'pending' : 'delivered'})`;
   }
   const body = await (await ctx.call(A.key, `/v1/webhooks/${wh}/deliveries`)).json();
   assert.equal(body.data.length, 100);

@@ -40,8 +40,8 @@ test('ops.stuck lists emails in sending for over 5 minutes and overdue deliverie
   const evt = newId('event');
   await sql`insert into events (id, project_id, email_id, type) values (${evt}, ${t.projectId}, ${stuck}, 'email.sent')`;
   const overdue = newId('delivery');
-  await sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id, status, next_attempt_at)
-    values (${overdue}, ${t.projectId}, ${wh}, ${evt}, 'pending', now() - interval '10 minutes')`;
+  await sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, status, next_attempt_at)
+    values (${overdue}, ${t.projectId}, ${wh}, ${evt}, ${stuck}, 'pending', now() - interval '10 minutes')`;
   const rows = await sql`select kind, id from ops.stuck where project_id = ${t.projectId} order by kind`;
   assert.deepEqual(rows.map((r) => [r.kind, r.id]), [['email', stuck], ['webhook_delivery', overdue]]);
 

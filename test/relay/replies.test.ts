@@ -127,7 +127,7 @@ test('a repeated Message-ID within 24 h answers the first email\'s id and stores
   const b = await session(beta.key);
   assert.notEqual(emailIdOf(await b.send('app@example.com', ['ann@example.net'], withId)), first);
   // Past the window, the Message-ID starts a new email.
-  await ctx.sql`update emails set created_at = now() - interval '25 hours' where id = ${first}`;
+  await ctx.sql`update submitted_message_ids set created_at = now() - interval '25 hours' where email_id = ${first}`;
   const later = emailIdOf(await s.send('app@example.com', ['ann@example.net'], withId))!;
   assert.notEqual(later, first);
   for (const x of [s, b, ...others]) x.close();

@@ -27,8 +27,8 @@ test('a claim takes the oldest deliveries through the index of unattempted ones 
     events as (
       insert into events (id, project_id, email_id, type)
       select replace(id, 'email_', 'evt_'), ${t.projectId}::text, id, 'email.delivered' from emails returning id)
-    insert into webhook_deliveries (id, project_id, endpoint_id, event_id, status, attempt_count)
-    select replace(id, 'evt_', 'whd_'), ${t.projectId}::text, ${endpoint.id}::text, id, 'pending', 0 from events`;
+    insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, status, attempt_count)
+    select replace(id, 'evt_', 'whd_'), ${t.projectId}::text, ${endpoint.id}::text, id, email_id, 'pending', 0 from events`;
   // auto_explain reports the plan of the statement the function runs, as a notice to this session.
   const plans: PlanNode[] = [];
   const probe = postgres(ctx.url, {

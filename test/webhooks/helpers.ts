@@ -97,8 +97,8 @@ export async function unqueuedDelivery(sql: Sql, projectId: string, endpointId: 
       insert into events (id, project_id, email_id, type, data)
       values (${eventId}, ${projectId}, ${emailId}, 'email.delivered', ${tx.json({ to: ['someone@example.com'], smtp_response: '250 ok' })})`;
     await tx`
-      insert into webhook_deliveries (id, project_id, endpoint_id, event_id, attempt_count)
-      values (${id}, ${projectId}, ${endpointId}, ${eventId}, ${attemptCount})`;
+      insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, attempt_count)
+      values (${id}, ${projectId}, ${endpointId}, ${eventId}, ${emailId}, ${attemptCount})`;
   });
   return { id, eventId };
 }
