@@ -137,8 +137,10 @@ begin
 end
 $$;
 
--- The flush's claim, as before, with each delivery's own email_id: its event is found in the one
--- events partition of that email, and the claimed rows by (id, email_id).
+-- The flush's claim, as before, with each delivery's own email_id: its event is read through a
+-- lateral lookup per delivery (the limit keeps it one; a join would be planned as a hash of whole
+-- partitions on tables without statistics), so only that email's events partition is searched
+-- (run-time pruning), by key.
 create or replace function webhook_flush_claim(endpoint text, project text, lease_seconds int, how_many int)
 returns table (
   id text, project_id text, endpoint_id text, status text, attempt_count int,
@@ -163,7 +165,10 @@ begin
            e.id, e.type, c.email_id, e.data, e.created_at
     from claimed c
     left join webhook_endpoints w on w.id = c.endpoint_id and w.project_id = c.project_id
-    left join events e on e.id = c.event_id and e.email_id = c.email_id and e.project_id = c.project_id
+    left join lateral (
+      select e.id, e.type, e.data, e.created_at from events e
+      where e.id = c.event_id and e.email_id = c.email_id and e.project_id = c.project_id
+      limit 1) e on true
     order by c.id'
   using endpoint, project, lease_seconds, how_many;
 end
