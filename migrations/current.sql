@@ -21,29 +21,32 @@ $$;
 
 -- Creates the missing daily partitions (`<table>_pYYYYMMDD`) of the four tables for the UTC days
 -- from `first_day` to `last_day`, and returns how many it created. A day whose rows already sit in
--- the default partition (no partition existed when they came) keeps them there: that day is
--- skipped, and retention removes those rows one by one instead.
+-- a default partition (no partition existed when they came) keeps them there: that day gets none
+-- of its four partitions, and retention removes those rows one by one instead.
 create or replace function mailroom_ensure_partitions(first_day date, last_day date) returns int
 language plpgsql as $$
 declare
   d date;
   parent text;
   part text;
+  made int;
   created int := 0;
 begin
   for d in select generate_series(first_day, last_day, interval '1 day')::date loop
-    foreach parent in array array['emails', 'events', 'webhook_deliveries', 'email_tags'] loop
-      part := parent || '_p' || to_char(d, 'YYYYMMDD');
-      continue when to_regclass(quote_ident(part)) is not null;
-      begin
+    made := 0;
+    begin
+      foreach parent in array array['emails', 'events', 'webhook_deliveries', 'email_tags'] loop
+        part := parent || '_p' || to_char(d, 'YYYYMMDD');
+        continue when to_regclass(quote_ident(part)) is not null;
         execute format('create table %I partition of %I for values from (%L) to (%L)', part, parent,
           mailroom_id_floor('email_', d::timestamp at time zone 'UTC'),
           mailroom_id_floor('email_', (d + 1)::timestamp at time zone 'UTC'));
-        created := created + 1;
-      exception when check_violation then
-        raise notice 'partition % skipped: its rows are in %_default', part, parent;
-      end;
-    end loop;
+        made := made + 1;
+      end loop;
+      created := created + made;
+    exception when check_violation then
+      raise notice 'partitions of % skipped: their rows are in the default partitions', d;
+    end;
   end loop;
   return created;
 end
