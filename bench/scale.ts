@@ -5,6 +5,7 @@ import { newId } from '../src/platform/ids.ts';
 import { randomBase64url, sha256 } from '../src/platform/crypto.ts';
 import { rebuildStats } from '../src/stats/rebuild.ts';
 import { applyRetention } from '../src/retention/apply.ts';
+import { ensurePartitions } from '../src/retention/partitions.ts';
 import { freePort, QUICK, round, sleep, spawnRole, type BenchContext, type BenchResult, type Service } from './support.ts';
 
 /**
@@ -47,8 +48,12 @@ async function setUp(sql: Sql): Promise<Setup> {
       values (${newId('webhook')}, ${projects[p]!}, ${`https://hooks.bench.example/${p}`}, ${Buffer.from('not a real secret')})`;
   }
   // The measured project sends through SES (as far as ops.providers can tell); the others use the sink.
-  await sql`insert into provider_connections (project_id, region, access_key_id, secret_access_key_encrypted, max_send_rate, max_24_hour_send, quota_checked_at)
-    values (${projects[0]!}, 'us-east-1', 'AKIABENCHSCALE', ${Buffer.from('not a real secret')}, 14, 50000, now())`;
+  await sql`
+    with account as (
+      insert into ses_accounts (region, access_key_digest, max_send_rate, max_24_hour_send, quota_checked_at)
+      values ('us-east-1', sha256(convert_to('AKIABENCHSCALE', 'UTF8')), 14, 50000, now()) returning id)
+    insert into provider_connections (project_id, region, access_key_id, secret_access_key_encrypted, ses_account_id)
+    select ${projects[0]!}, 'us-east-1', 'AKIABENCHSCALE', ${Buffer.from('not a real secret')}, id from account`;
   const owner = newId('owner');
   await sql`insert into owner_accounts (id, email, password_hash) values (${owner}, 'owner@bench.example', 'unused')`;
   const token = randomBase64url(32);
@@ -57,6 +62,8 @@ async function setUp(sql: Sql): Promise<Setup> {
   // Ids for given times: the ULID's time part, then 16 characters of a hash (valid base32).
   await sql.unsafe(`create or replace function bench_id(prefix text, at timestamptz, seed text) returns text
     language sql immutable as $$ select left(mailroom_id_floor(prefix, at), length(prefix) + 10) || upper(substr(md5(seed), 1, 16)) $$`);
+  // The daily partitions of the 120 days loaded, as the migration makes them for existing history.
+  await ensurePartitions(sql, { from: new Date(Date.now() - 121 * 86_400_000) });
   return { projects, key, sendKey, cookie: `mailroom_session=${token}`, base: new Date(Date.now() - 60_000) };
 }
 
@@ -99,10 +106,10 @@ async function load(sql: Sql, s: Setup, from: number, to: number) {
             ('email.bounced', interval '5 seconds', e.status = 'sent' and e.delivered_at is null),
             ('email.failed', interval '2 seconds', e.status = 'failed')) as k(type, after, applies)
           where e.created_at between ${lo} and ${hi} and k.applies
-          returning id, project_id, created_at)
-        insert into webhook_deliveries (id, project_id, endpoint_id, event_id, status, attempt_count, last_attempt_at,
+          returning id, project_id, email_id, created_at)
+        insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, status, attempt_count, last_attempt_at,
                                         next_attempt_at, response_status, error, created_at)
-        select bench_id('whd_', ev.created_at, ev.id), ev.project_id, w.id, ev.id,
+        select bench_id('whd_', ev.created_at, ev.id), ev.project_id, w.id, ev.id, ev.email_id,
                case when abs(hashtext(ev.id)) % 100 = 0 then 'failed' else 'delivered' end, 1, ev.created_at + interval '1 second',
                null, case when abs(hashtext(ev.id)) % 100 = 0 then 500 else 200 end,
                case when abs(hashtext(ev.id)) % 100 = 0 then 'HTTP 500 from the receiver' end, ev.created_at
@@ -180,9 +187,9 @@ async function measure(sql: Sql, s: Setup, api: string): Promise<Record<string, 
 async function sizes(sql: Sql) {
   const [row] = await sql<[{ db: number; emails: number; events: number; deliveries: number }]>`
     select pg_database_size(current_database())::float8 / 1048576 as db,
-           pg_total_relation_size('emails')::float8 / 1048576 as emails,
-           pg_total_relation_size('events')::float8 / 1048576 as events,
-           pg_total_relation_size('webhook_deliveries')::float8 / 1048576 as deliveries`;
+           (select sum(pg_total_relation_size(relid)) from pg_partition_tree('emails'))::float8 / 1048576 as emails,
+           (select sum(pg_total_relation_size(relid)) from pg_partition_tree('events'))::float8 / 1048576 as events,
+           (select sum(pg_total_relation_size(relid)) from pg_partition_tree('webhook_deliveries'))::float8 / 1048576 as deliveries`;
   return { db_mb: round(row.db), emails_mb: round(row.emails), events_mb: round(row.events), deliveries_mb: round(row.deliveries) };
 }
 

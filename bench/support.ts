@@ -6,7 +6,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 // @ts-expect-error: the parser ships no types
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
-import { migrateDatabase } from '../src/platform/migrate.ts';
+import { applyViews, migrateDatabase } from '../src/platform/migrate.ts';
 import { createSql } from '../src/platform/db.ts';
 import { createProject } from '../src/projects/service.ts';
 import { createApiKey } from '../src/keys/service.ts';
@@ -333,12 +333,14 @@ export async function freshDatabase(adminUrl: string, label: string): Promise<{ 
     await drop();
     await admin.unsafe(`create database "${name}" template template0`);
     const url = withDatabase(adminUrl, name);
-    await migrateDatabase(url);
+    await migrateDatabase(url, { views: false });
+    // Uncommitted schema work applies too, and the ops views after it, as after any migration.
     const current = await readFile(path.join(ROOT, 'migrations/current.sql'), 'utf8');
-    if (current.replace(/--.*$/gm, '').trim()) {
-      const db = postgres(url, { max: 1, onnotice: () => {} });
-      try { await db.unsafe(current); } finally { await db.end(); }
-    }
+    const db = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      if (current.replace(/--.*$/gm, '').trim()) await db.unsafe(current);
+      await applyViews(db);
+    } finally { await db.end(); }
     return { url, drop: async () => { try { await drop(); } finally { await admin.end(); } } };
   } catch (err) {
     await drop().catch(() => {});

@@ -20,9 +20,8 @@ language sql immutable parallel safe as $$
 $$;
 
 -- Creates the missing daily partitions (`<table>_pYYYYMMDD`) of the four tables for the UTC days
--- from `first_day` to `last_day`, and returns how many it created. A day whose rows already sit in
--- a default partition (no partition existed when they came) keeps them there: that day gets none
--- of its four partitions, and retention removes those rows one by one instead.
+-- from `first_day` to `last_day`, and returns how many it created. A day that lies in an existing
+-- partition (the `_before` partition of a migrated database) gets none of its four partitions.
 create or replace function mailroom_ensure_partitions(first_day date, last_day date) returns int
 language plpgsql as $$
 declare
@@ -44,8 +43,9 @@ begin
         made := made + 1;
       end loop;
       created := created + made;
-    exception when check_violation then
-      raise notice 'partitions of % skipped: their rows are in the default partitions', d;
+    exception when invalid_object_definition then
+      -- The day overlaps the `_before` partition a migrated database may have: its rows go there.
+      raise notice 'partitions of % skipped: the day lies in an existing partition', d;
     end;
   end loop;
   return created;
@@ -66,6 +66,7 @@ create index if not exists submitted_message_ids_created_idx on submitted_messag
 do $$
 declare
   first_day date;
+  parent text;
 begin
   if (select relkind from pg_class where oid = 'emails'::regclass) = 'p' then return; end if;
   lock table emails, events, webhook_deliveries, email_tags, idempotency_keys in access exclusive mode;
@@ -90,19 +91,27 @@ begin
   create table webhook_deliveries (like webhook_deliveries_unpartitioned including defaults including constraints,
     email_id text not null) partition by range (email_id);
   create table email_tags (like email_tags_unpartitioned including defaults) partition by range (email_id);
-  create table emails_default partition of emails default;
-  create table events_default partition of events default;
-  create table webhook_deliveries_default partition of webhook_deliveries default;
-  create table email_tags_default partition of email_tags default;
 
+  -- No DEFAULT partition: with one, PostgreSQL can no longer read the partitions in id order
+  -- (a list page would merge every partition's index instead of stopping at the newest). Rows
+  -- whose ids lie below the oldest day (made by hand, not by the service) get a `_before`
+  -- partition of their own, which retention empties row by row.
   first_day := least((select min(created_at) from emails_unpartitioned), now()) at time zone 'UTC';
+  if exists (select 1 from emails_unpartitioned where id < mailroom_id_floor('email_', first_day::timestamp at time zone 'UTC')) then
+    foreach parent in array array['emails', 'events', 'webhook_deliveries', 'email_tags'] loop
+      execute format('create table %I partition of %I for values from (minvalue) to (%L)', parent || '_before', parent,
+        mailroom_id_floor('email_', first_day::timestamp at time zone 'UTC'));
+    end loop;
+  end if;
   perform mailroom_ensure_partitions(first_day, ((now() at time zone 'UTC')::date + 7));
 
   insert into emails select * from emails_unpartitioned;
   insert into events select * from events_unpartitioned;
   insert into webhook_deliveries select d.*, e.email_id
     from webhook_deliveries_unpartitioned d join events_unpartitioned e on e.id = d.event_id;
-  insert into email_tags select * from email_tags_unpartitioned;
+  -- Entries of emails that are gone (email_tags had no foreign key) are not carried over.
+  insert into email_tags select * from email_tags_unpartitioned t
+    where exists (select 1 from emails_unpartitioned e where e.id = t.email_id and e.project_id = t.project_id);
   -- cascade: the ops views over them go too, and are made again over the new tables after migrating.
   drop table webhook_deliveries_unpartitioned, events_unpartitioned, email_tags_unpartitioned, emails_unpartitioned cascade;
 

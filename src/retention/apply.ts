@@ -13,9 +13,9 @@ const DAY_MS = 86_400_000;
  *
  * An email goes with its UTC day of creation, once that whole day lies more than RETENTION_DAYS
  * back: it is kept between RETENTION_DAYS and RETENTION_DAYS + 1 days. Whole days go as dropped
- * partitions (partitions.ts), one transaction a day; rows outside their day's partition (the
- * default partition, or rows loaded by hand with an older `created_at`) go in steps of
- * RETENTION_BATCH. Bodies are purged in steps of RETENTION_BATCH, each its own short transaction.
+ * partitions (partitions.ts), one transaction a day; rows left outside a dropped day (the
+ * `_before` partition of a migrated database, or rows loaded by hand with an older `created_at`)
+ * go in steps of RETENTION_BATCH. Bodies are purged in steps of RETENTION_BATCH, each its own short transaction.
  * Each run also makes the partitions of the days ahead.
  */
 export async function applyRetention(

@@ -3,9 +3,10 @@ import { countEvents } from '../events/record.ts';
 
 /**
  * emails, events, webhook_deliveries and email_tags are partitioned by email id, one partition per
- * UTC day (`<table>_pYYYYMMDD`, made by the `mailroom_ensure_partitions` SQL function), plus a
- * default partition for ids outside every day (rows loaded by hand). Everything about an email
- * lives in its day's partitions, so retention drops a day as four tables.
+ * UTC day (`<table>_pYYYYMMDD`, made by the `mailroom_ensure_partitions` SQL function). Everything
+ * about an email lives in its day's partitions, so retention drops a day as four tables. There is
+ * no default partition (it would stop PostgreSQL reading the partitions in id order), so the days
+ * ahead are made early: by the migration, at worker start and by every retention run.
  */
 export const PARTITIONED_TABLES = ['webhook_deliveries', 'events', 'email_tags', 'emails'] as const;
 

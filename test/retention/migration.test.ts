@@ -86,6 +86,8 @@ test('the data-at-scale migration moves a database with rows in it: every old ro
   // The rows made with ids of their own time are in their days' partitions, readable as before.
   const [kind] = await sql`select relkind from pg_class where oid = 'emails'::regclass`;
   assert.equal(kind!.relkind, 'p');
+  const [before] = await sql`select tableoid::regclass::text as part from emails where id = 'email_01JOLD00000000000007'`;
+  assert.equal(before!.part, 'emails_before', 'ids below the oldest day have a partition of their own');
   for (const { id, days } of made) {
     const [row] = await sql`select tableoid::regclass::text as part from emails where id = ${id}`;
     assert.equal(row!.part, `emails_p${new Date(Date.now() - days * 86_400_000).toISOString().slice(0, 10).replaceAll('-', '')}`);

@@ -50,39 +50,33 @@ test('the migration makes today and the days ahead; the worker at start and each
   assert.equal(await ensurePartitions(sql), 0, 'nothing left to make');
 });
 
-test('a send on a day without its partition lands in the default partition, and the worker makes the next days at start', async () => {
+test('a send on a new day finds its partition, and the worker makes missing days ahead at start', async () => {
   const t = await ctx.tenant('new day');
-  const day = utcDay(Date.now());
-  // As if no worker had run since before today: today's partitions are missing.
-  const [present] = await sql`select count(*)::int as n from emails where id >= mailroom_id_floor('email_', ${day}::date::timestamp at time zone 'UTC')`;
-  assert.equal(present!.n, 0, 'no email of today yet in this database');
-  await sql.unsafe(['webhook_deliveries', 'events', 'email_tags', 'emails'].map((x) => `drop table ${x}${suffix(day)}`).join(';'));
-  const res = await ctx.call(t.key, '/v1/emails', {
-    method: 'POST',
-    body: { from: 'app@acme.test', to: 'someone@example.net', subject: 'new day', text: 'x', tags: [{ name: 'day', value: 'new' }] },
-  });
-  assert.equal(res.status, 201, await res.clone().text());
-  const { id } = (await res.json()) as { id: string };
-  const [where] = await sql`select tableoid::regclass::text as part from emails where id = ${id}`;
-  assert.equal(where!.part, 'emails_default');
-  assert.equal((await ctx.call(t.key, `/v1/emails/${id}`)).status, 200);
-
-  // The worker's start makes what is missing, and leaves today in the default partition, which holds its rows.
-  const worker = await startTestWorker(ctx.config, sql);
-  await worker.stop();
-  assert.deepEqual(await tablesOf(day), [], 'today stays in the default partition');
+  // An email made just after midnight tomorrow, as the service will make one then.
   const tomorrow = utcDay(Date.now() + DAY_MS);
-  assert.equal((await tablesOf(tomorrow)).length, 4);
-  await recordEvent(sql, { projectId: t.projectId, emailId: id, type: 'email.delivered', data: {} });
-  await assertDerivedMatchBaseRows(sql, 'with rows in the default partition');
-
-  // Once those rows are gone (as retention removes them), today's partitions are made again.
-  await sql`delete from email_tags where email_id = ${id}`;
+  const id = idAt('email_', Date.parse(tomorrow) + 1);
+  await sql`insert into emails (id, project_id, status, from_address, to_addresses, subject, text)
+    values (${id}, ${t.projectId}, 'queued', 'a@x.test', ${['b@x.test']}, 'tomorrow', 't')`;
+  const [where] = await sql`select tableoid::regclass::text as part from emails where id = ${id}`;
+  assert.equal(where!.part, `emails${suffix(tomorrow)}`);
+  await recordEvent(sql, { projectId: t.projectId, emailId: id, type: 'email.sent', data: {} });
+  const [event] = await sql`select tableoid::regclass::text as part from events where email_id = ${id}`;
+  assert.equal(event!.part, `events${suffix(tomorrow)}`, "an email's events live in its day's partition");
   await sql`delete from events where email_id = ${id}`;
   await sql`delete from emails where id = ${id}`;
   await rebuildStats(sql);
-  await ensurePartitions(sql);
-  assert.equal((await tablesOf(day)).length, 4);
+
+  // As if no worker had run for days: the days ahead are missing, and the worker's start makes them.
+  const ahead = [2, 3, 4].map((n) => utcDay(Date.now() + n * DAY_MS));
+  for (const day of ahead) await sql.unsafe(['webhook_deliveries', 'events', 'email_tags', 'emails'].map((x) => `drop table ${x}${suffix(day)}`).join(';'));
+  const worker = await startTestWorker(ctx.config, sql);
+  await worker.stop();
+  for (const day of ahead) assert.equal((await tablesOf(day)).length, 4, day);
+  const res = await ctx.call(t.key, '/v1/emails', { method: 'POST', body: { from: 'app@acme.test', to: 'x@example.net', subject: 's', text: 't' } });
+  assert.equal(res.status, 201);
+  const { id: accepted } = (await res.json()) as { id: string };
+  const [today] = await sql`select tableoid::regclass::text as part from emails where id = ${accepted}`;
+  assert.equal(today!.part, `emails${suffix(utcDay(Date.now()))}`);
 });
 
 test('retention drops whole days past RETENTION_DAYS with their events, deliveries, tags and keys, and leaves the counters exact', async () => {
