@@ -5,10 +5,10 @@
 -- events, webhook_deliveries and email_tags are split by their email_id, so everything about an
 -- email lives in the partition of that email's day, whatever day an event came.
 --
--- Moving an existing database copies every row into the new tables under an exclusive lock (the
--- service is down meanwhile): measured at about 40 s per million emails with their events,
--- deliveries and tag entries (docs/operations.md). Re-runnable: it does nothing once `emails` is
--- partitioned.
+-- Moving an existing database copies every row into the new tables under an exclusive lock (stop
+-- the service meanwhile): measured at about 100 s per million emails, each with two events, two
+-- webhook deliveries and a tag entry, on two shared cores (docs/operations.md). Re-runnable: it
+-- does nothing once `emails` is partitioned.
 
 -- The smallest id of `prefix` made at or after `at` (also used by the ops views).
 create or replace function mailroom_id_floor(prefix text, at timestamptz) returns text

@@ -73,6 +73,8 @@ export async function dropPartitionDay(sql: Sql, day: string): Promise<number | 
   try {
     return await sql.begin(async (tx) => {
       await tx`select set_config('lock_timeout', ${PARTITION_LOCK_TIMEOUT}, true)`;
+      // Two runs at once (the worker's and `cli -- retention run`) take a day in turn; the second finds it gone.
+      await tx`select pg_advisory_xact_lock(hashtext(${emails}))`;
       const [present] = await tx`select to_regclass(${emails}) is not null as present`;
       if (!present!.present) return 0;
       await tx`lock table ${tx(events)} in share mode`;

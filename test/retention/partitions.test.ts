@@ -114,8 +114,9 @@ test('retention drops whole days past RETENTION_DAYS with their events, deliveri
     where project_id = ${t.projectId} and metric = 'email.opened' and day = (now() at time zone 'UTC')::date`;
   assert.equal(openedToday!.n, ages.length);
 
-  const result = await applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 36_500 });
-  assert.equal(result.emails_removed, 12, 'the days of 120, 100, 95 and 91 days ago');
+  // Two runs at once (the worker's and the CLI's) share the work: each day goes once.
+  const runs = await Promise.all([1, 2].map(() => applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 36_500 })));
+  assert.equal(runs[0]!.emails_removed + runs[1]!.emails_removed, 12, 'the days of 120, 100, 95 and 91 days ago');
   for (const age of [120, 100, 95, 91]) {
     assert.deepEqual(await tablesOf(utcDay(now - age * DAY_MS)), [], `the day ${age} days ago is dropped`);
   }
