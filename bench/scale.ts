@@ -251,22 +251,34 @@ export async function scale(ctx: BenchContext): Promise<BenchResult> {
     }
     const before = await sizes(sql);
 
-    // Retention at 1 million over 120 days: the oldest day, then the rest of the month past 90 days.
+    // Retention at 1 million over 120 days: the oldest days (whole partitions: the partial first day and the next), then the rest of the month past 90 days.
     const keepAll = { retentionDays: 36_500, bodyRetentionDays: 36_500 };
     const worker = spawnRole('worker', { ...env, SINK_SMTP_PORT: String(await freePort()), METRICS_PORT: '0', LOG_LEVEL: 'info', RETENTION_DAYS: '36500', BODY_RETENTION_DAYS: '36500' });
     services.push(worker);
     await worker.logLine('worker running', 60_000);
     const quiet = await sendLatency(url, sql, s, 400);
     started = Date.now();
-    const day = await applyRetention(sql, { ...keepAll, retentionDays: 119 }, { now: s.base });
+    const day = await applyRetention(sql, { ...keepAll, retentionDays: 118 }, { now: s.base });
     const dayS = (Date.now() - started) / 1000;
     process.stderr.write(`bench: scale: retention of the oldest day: ${day.emails_removed} emails in ${round(dayS, 2)} s\n`);
     started = Date.now();
     let monthS = 0;
-    const month = applyRetention(sql, { ...keepAll, retentionDays: 90 }, { now: s.base }).then((r) => { monthS = (Date.now() - started) / 1000; return r; });
+    // Until done: a run leaves a day whose locks it could not have to the next run, as the worker's minutely job would.
+    const untilDone = async (settings: { retentionDays: number; bodyRetentionDays: number }) => {
+      const total = { emails_removed: 0, bodies_purged: 0, runs: 0 };
+      for (let more = true; more;) {
+        const r = await applyRetention(sql, settings, { now: s.base });
+        total.emails_removed += r.emails_removed;
+        total.bodies_purged += r.bodies_purged;
+        total.runs++;
+        more = r.more;
+      }
+      return total;
+    };
+    const month = untilDone({ ...keepAll, retentionDays: 90 }).then((r) => { monthS = (Date.now() - started) / 1000; return r; });
     const during = await sendLatency(url, sql, s, 400, month);
     const monthResult = await month;
-    process.stderr.write(`bench: scale: retention of the month past 90 days: ${monthResult.emails_removed} emails in ${round(monthS, 2)} s\n`);
+    process.stderr.write(`bench: scale: retention of the month past 90 days: ${monthResult.emails_removed} emails in ${round(monthS, 2)} s, ${monthResult.runs} runs\n`);
     started = Date.now();
     const bodies = await applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 30 }, { now: s.base });
     const bodiesS = (Date.now() - started) / 1000;
@@ -281,7 +293,7 @@ export async function scale(ctx: BenchContext): Promise<BenchResult> {
       overview_large_ms: round(large['dashboard overview']!, 2),
       size_at_1m: before,
       retention_day: { emails_removed: day.emails_removed, seconds: round(dayS, 2) },
-      retention_month: { emails_removed: monthResult.emails_removed, seconds: round(monthS, 2) },
+      retention_month: { emails_removed: monthResult.emails_removed, seconds: round(monthS, 2), runs: monthResult.runs },
       body_purge: { bodies_purged: bodies.bodies_purged, seconds: round(bodiesS, 2) },
       sends_quiet: quiet,
       sends_during_month_removal: during,

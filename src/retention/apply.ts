@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sql } from '../platform/db.ts';
 import { foldDailyCounts, pruneSubmittedMessageIds, purgeExpiredBodies, removeExpiredEmails, RETENTION_BATCH } from './queries.ts';
 import { dropPartitionDay, ensurePartitions, partitionDays } from './partitions.ts';
@@ -6,6 +7,9 @@ export type RetentionSettings = { retentionDays: number; bodyRetentionDays: numb
 export type RetentionResult = { emails_removed: number; bodies_purged: number };
 
 const DAY_MS = 86_400_000;
+/** How many more times a run tries a day's drop that could not have its locks, and the pause before each. */
+const DROP_RETRIES = 5;
+const DROP_RETRY_PAUSE_MS = 200;
 
 /**
  * Applies RETENTION_DAYS and BODY_RETENTION_DAYS until nothing is left to do or `untilMs` (a
@@ -31,7 +35,13 @@ export async function applyRetention(
   await ensurePartitions(sql);
   for (const day of await partitionDays(sql)) {
     if (day >= cutoffDay) break;
-    const removed = await dropPartitionDay(sql, day);
+    let removed = await dropPartitionDay(sql, day);
+    // A lock held a moment longer than the timeout (a long read, autovacuum on the old partition):
+    // the day is tried again a few times, pausing between, before it is left for the next run.
+    for (let retry = 0; removed === undefined && retry < DROP_RETRIES && timeLeft(); retry++) {
+      await sleep(DROP_RETRY_PAUSE_MS);
+      removed = await dropPartitionDay(sql, day);
+    }
     // Rows of a day not dropped yet are not removed one by one meanwhile: the next run drops them.
     if (removed === undefined) return { ...result, more: true };
     result.emails_removed += removed;
