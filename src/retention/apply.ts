@@ -19,8 +19,8 @@ const DROP_RETRY_PAUSE_MS = 200;
  * back: it is kept between RETENTION_DAYS and RETENTION_DAYS + 1 days. Whole days go as dropped
  * partitions (partitions.ts), one transaction a day; rows left outside a dropped day (the
  * `_before` partition of a migrated database, or rows loaded by hand with an older `created_at`)
- * go in steps of RETENTION_BATCH. Bodies are purged in steps of RETENTION_BATCH, each its own short transaction.
- * Each run also makes the partitions of the days ahead.
+ * go in steps of RETENTION_BATCH. Bodies are purged in steps of RETENTION_BATCH, each its own
+ * short transaction. Each run also makes the partitions of the days ahead.
  */
 export async function applyRetention(
   sql: Sql,

@@ -15,8 +15,8 @@ export const PARTITION_DAYS_AHEAD = 7;
 
 /**
  * Creating or dropping a partition locks its parent table for a moment; one that cannot have the
- * lock within this gives up and is tried again at the next retention run, so no send or read
- * queues behind it for longer.
+ * lock within this gives up (and is tried again later), so no send or read queues behind it for
+ * longer.
  */
 const PARTITION_LOCK_TIMEOUT = '500ms';
 
