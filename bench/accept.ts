@@ -98,14 +98,14 @@ end
 
 /**
  * One email per transaction (a row and its `add_job`), as a pgbench script: the ceiling of any
- * design that commits each request on its own. Ids are time-ordered like the API's ULIDs, so
- * both append to the primary key's index the same way.
+ * design that commits each request on its own. Ids are ULIDs made in the statement, like the
+ * API's, so both land in the day's partition and append to its primary key the same way.
  */
 const PGBENCH_SCRIPT = `
 BEGIN;
 insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
                     reply_to_addresses, subject, html, text, headers, attachments)
-values ('email_' || lpad(to_hex((extract(epoch from clock_timestamp()) * 1000000)::bigint), 16, '0') || substr(md5(random()::text), 1, 10),
+values (mailroom_new_id('email_'),
         :project, 'queued', :from,
         array[:to]::text[], '{}', '{}', '{}', :subject, :html, :text, '{}'::jsonb, '[]'::jsonb)
 returning id \\gset
@@ -122,7 +122,7 @@ const PGBENCH_BATCH_SCRIPT = `
 with inserted as (
   insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
                       reply_to_addresses, subject, html, text, headers, attachments)
-  select 'email_' || lpad(to_hex((extract(epoch from clock_timestamp()) * 1000000)::bigint), 16, '0') || substr(md5(random()::text), 1, 10),
+  select mailroom_new_id('email_'),
          :project, 'queued', :from, array[:to]::text[], '{}', '{}', '{}', :subject, :html, :text, '{}'::jsonb, '[]'::jsonb
   from generate_series(1, :n)
   returning id, project_id)
