@@ -8,7 +8,7 @@ export type RetentionResult = { emails_removed: number; bodies_purged: number };
 
 const DAY_MS = 86_400_000;
 /** How many more times a run tries a day's drop that could not have its locks, and the pause before each. */
-const DROP_RETRIES = 5;
+const DROP_RETRIES = 10;
 const DROP_RETRY_PAUSE_MS = 200;
 
 /**

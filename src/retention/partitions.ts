@@ -16,9 +16,10 @@ export const PARTITION_DAYS_AHEAD = 7;
 /**
  * Creating or dropping a partition locks its parent table for a moment; one that cannot have the
  * lock within this gives up (and is tried again later), so no send or read queues behind it for
- * longer.
+ * longer. Measured at 1 million emails with 500 ms: accepts while a month was dropped had a p99 of
+ * 527 ms, the timeout itself.
  */
-const PARTITION_LOCK_TIMEOUT = '500ms';
+const PARTITION_LOCK_TIMEOUT = '100ms';
 
 const DAY_MS = 86_400_000;
 const utcDay = (at: Date) => at.toISOString().slice(0, 10);

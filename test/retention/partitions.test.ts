@@ -166,7 +166,7 @@ test('a drop that cannot have its lock soon gives up, leaves the day for the nex
     await sql`select count(*) from emails where id = ${id} and project_id = ${t.projectId}`;
     assert.ok(Date.now() - readStarted < 2_000, `a read waited ${Date.now() - readStarted} ms`);
     const result = await blocked;
-    assert.ok(Date.now() - started < 5_000);
+    assert.ok(Date.now() - started < 10_000, 'the run gives up after a few tries');
     assert.equal(result.more, true);
     assert.equal((await tablesOf(utcDay(at))).length, 4, 'the day is still there');
   } finally {
