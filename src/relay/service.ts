@@ -35,7 +35,7 @@ export async function submitMessage(deps: RelayDeps, stream: SMTPServerDataStrea
     throw new SmtpReply(451, '4.7.1', `Rate limit exceeded for this project; try again in ${decision.resetSeconds} seconds`);
   }
   const section = checkMessageBytes(raw, { eightBit: declaresEightBit(session) });
-  const submission = await readSubmission(raw, section, session.envelope.rcptTo.map((r) => r.address));
+  const submission = readSubmission(raw, section, session.envelope.rcptTo.map((r) => r.address));
   const { id, replayed } = await sendSubmitted(deps, user.projectId, submission);
   deps.log.debug({ projectId: user.projectId, emailId: id, replayed, bytes: raw.length }, 'relay accepted a message');
   return id;
