@@ -4,15 +4,23 @@ import type { EmailContent } from './compose.ts';
 import { recordEventsStatement, type EmailEvent } from '../events/record.ts';
 import { commitShared } from '../platform/shared-commit.ts';
 import type { DomainTracking } from '../interfaces.ts';
+import { withSubmittedBodies } from './submitted-bodies.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
   headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, opened_at, clicked_at, source, created_at, template_id, template_version`;
 
-export async function getEmail(sql: Sql, projectId: string, emailId: string) {
-  const [row] = await sql<[EmailWithBodies?]>`
-    select ${EMAIL_COLUMNS(sql)}, html, text, body_purged from emails where id = ${emailId} and project_id = ${projectId}`;
-  return row;
+/**
+ * The stored message of an email submitted over SMTP whose bodies are still to be read from it
+ * (see submitted-bodies.ts), else null. Purged bodies take the message with them.
+ */
+export const SUBMITTED_RAW = (sql: Sql, table = sql`emails`) =>
+  sql`case when ${table}.html is null and ${table}.text is null and ${table}.source = 'smtp' then ${table}.raw_message end as submitted_raw`;
+
+export async function getEmail(sql: Sql, projectId: string, emailId: string): Promise<EmailWithBodies | undefined> {
+  const [row] = await sql<[(EmailWithBodies & { submittedRaw: Buffer | null })?]>`
+    select ${EMAIL_COLUMNS(sql)}, html, text, body_purged, ${SUBMITTED_RAW(sql)} from emails where id = ${emailId} and project_id = ${projectId}`;
+  return row && withSubmittedBodies(row);
 }
 
 export async function emailExists(sql: Sql, projectId: string, emailId: string): Promise<boolean> {

@@ -9,6 +9,7 @@ import { isMailbox } from '../emails/mailbox.ts';
 import { MAX_RECIPIENTS } from '../emails/validate.ts';
 import { recordRelayListeners, type RelayListener } from './address.ts';
 import { SmtpReply } from './reply.ts';
+import { batchRepliesPerPacket } from '../sink/reply-batching.ts';
 import { submitMessage, type RelayDeps, type RelayUser } from './service.ts';
 
 export type RelayServer = { listeners: RelayListener[]; close(): Promise<void> };
@@ -43,6 +44,7 @@ class RelaySmtpServer extends SMTPServer {
 
   override connect(socket: Socket, socketOptions: unknown) {
     super.connect(socket, socketOptions);
+    batchRepliesPerPacket(socket);
     const connection = [...this.connections].at(-1) as unknown as Connection;
     const send = connection.send.bind(connection);
     connection.send = (code, data, context) => {
@@ -118,6 +120,16 @@ export async function startRelay(deps: RelayDeps): Promise<RelayServer> {
         log.error({ err }, 'relay authentication failed unexpectedly');
         callback(asCallbackError(new SmtpReply(454, '4.7.0', 'Temporary authentication failure; try again')));
       });
+    },
+    // After STARTTLS (or on the implicit TLS port) the replies go through the TLS socket.
+    onSecure(socket, _session, callback) {
+      callback();
+      batchRepliesPerPacket(socket as Socket);
+    },
+    // Answered at once (smtp-server's default waits a turn), so a pipelining client's MAIL, RCPT
+    // and DATA are answered in one write.
+    onMailFrom(_address, _session, callback) {
+      callback();
     },
     onRcptTo(address, _session, callback) {
       if (!isMailbox(address.address)) return callback(asCallbackError(new SmtpReply(553, '5.1.3', `Invalid recipient address: ${address.address.slice(0, 100)}`)));

@@ -21,21 +21,23 @@ function declaresEightBit(session: SMTPServerSession): boolean {
 }
 
 /**
- * One message of an authenticated session, from its last byte to its reply: the size and byte
- * rules, one request of the project's rate limit, the headers, then the accept path every email
+ * One message of an authenticated session, from its first byte to its reply: one request of the
+ * project's rate limit, the size and byte rules, the headers, then the accept path every email
  * takes. Answers the email's id once its row is committed; throws an SmtpReply to refuse it.
  */
 export async function submitMessage(deps: RelayDeps, stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
   const { config } = deps;
   const user = session.user as unknown as RelayUser;
-  const raw = await readDataStream(stream, config.emailMaxMessageBytes);
+  // Charged while the message arrives, so the limiter's round trip is not one more wait before
+  // the reply. Every message sent counts, an oversized one too.
+  const charged = deps.limiter.hit(`project:${user.projectId}`, config.apiRateLimitPerMinute);
+  const [raw, decision] = await Promise.all([readDataStream(stream, config.emailMaxMessageBytes), charged]);
   if (!raw) throw new SmtpReply(552, '5.3.4', `Message too large: the limit is ${config.emailMaxMessageBytes} bytes`);
-  const decision = await deps.limiter.hit(`project:${user.projectId}`, config.apiRateLimitPerMinute);
   if (!decision.allowed) {
     throw new SmtpReply(451, '4.7.1', `Rate limit exceeded for this project; try again in ${decision.resetSeconds} seconds`);
   }
   const section = checkMessageBytes(raw, { eightBit: declaresEightBit(session) });
-  const submission = await readSubmission(raw, section, session.envelope.rcptTo.map((r) => r.address));
+  const submission = readSubmission(raw, section, session.envelope.rcptTo.map((r) => r.address));
   const { id, replayed } = await sendSubmitted(deps, user.projectId, submission);
   deps.log.debug({ projectId: user.projectId, emailId: id, replayed, bytes: raw.length }, 'relay accepted a message');
   return id;

@@ -1,4 +1,5 @@
-import { simpleParser, type AddressObject, type EmailAddress } from 'mailparser';
+import libmime from 'libmime';
+import addressparser from 'nodemailer/lib/addressparser';
 import { fieldValues, type HeaderSection } from '../emails/submitted.ts';
 import type { Submission } from '../emails/service.ts';
 import { FromAddress, Tags, type EmailTag } from '../emails/validate.ts';
@@ -7,13 +8,27 @@ import { badMessage } from './reply.ts';
 const TAGS_HEADER = 'X-Mailroom-Tags';
 const MAX_MESSAGE_ID = 998;
 
-function addresses(a: EmailAddress): string[] {
+type Address = { address?: string; group?: Address[] };
+
+function addresses(a: Address): string[] {
   if (a.group) return a.group.flatMap(addresses);
   return a.address ? [a.address.toLowerCase()] : [];
 }
 
-function listed(header: AddressObject | AddressObject[] | undefined): Set<string> {
-  return new Set([header ?? []].flat().flatMap((h) => h.value.flatMap(addresses)));
+/** The addresses of every field called `name`, lower-cased, as mailparser reads them. */
+function listed(raw: Buffer, section: HeaderSection, name: string): Set<string> {
+  return new Set(fieldValues(raw, section, name).flatMap((value) => addressparser(value).flatMap(addresses)));
+}
+
+/** The Subject field, its RFC 2047 encoded words decoded. */
+function subject(raw: Buffer, section: HeaderSection): string {
+  const value = fieldValues(raw, section, 'subject')[0];
+  if (value === undefined) return '';
+  try {
+    return libmime.decodeWords(value);
+  } catch {
+    return value;
+  }
 }
 
 /** Text for the columns the API and dashboard show: PostgreSQL takes neither NUL nor lone surrogates. */
@@ -49,25 +64,19 @@ function tags(raw: Buffer, section: HeaderSection): EmailTag[] {
 
 /**
  * What a submitted message becomes: the From header as `from`, the RCPT TO addresses split by
- * the To and Cc headers into `to` and `cc` (the rest are `bcc`), tags, and subject and bodies
- * read by mailparser for the API and the dashboard. The message itself is kept as submitted.
+ * the To and Cc headers into `to` and `cc` (the rest are `bcc`), the subject and tags, all read
+ * from the header section alone. The bodies are not read here: `text` and `html` are read from
+ * the message when the email is shown (submittedBodies), so accepting one costs no MIME parse.
+ * The message itself is kept as submitted.
  */
-export async function readSubmission(raw: Buffer, section: HeaderSection, recipients: string[]): Promise<Submission> {
+export function readSubmission(raw: Buffer, section: HeaderSection, recipients: string[]): Submission {
   const from = sender(raw, section);
   const tagList = tags(raw, section);
   const messageId = fieldValues(raw, section, 'message-id')[0] || undefined;
   // It keys the retry dedupe's index, whose entries must stay small.
   if (messageId && messageId.length > MAX_MESSAGE_ID) throw badMessage(`Invalid Message-ID header: longer than ${MAX_MESSAGE_ID} characters`);
-  const mail = await simpleParser(raw, {
-    skipHtmlToText: true,
-    skipTextToHtml: true,
-    skipTextLinks: true,
-    skipImageLinks: true,
-    keepCidLinks: true,
-    checksumAlgo: false,
-  });
-  const inTo = listed(mail.to);
-  const inCc = listed(mail.cc);
+  const inTo = listed(raw, section, 'to');
+  const inCc = listed(raw, section, 'cc');
   const to: string[] = [];
   const cc: string[] = [];
   const bcc: string[] = [];
@@ -80,10 +89,10 @@ export async function readSubmission(raw: Buffer, section: HeaderSection, recipi
     to,
     cc,
     bcc,
-    replyTo: [...listed(mail.replyTo)],
-    subject: storable(mail.subject ?? ''),
-    html: typeof mail.html === 'string' ? storable(mail.html) : null,
-    text: mail.text ? storable(mail.text) : null,
+    replyTo: [...listed(raw, section, 'reply-to')],
+    subject: storable(subject(raw, section)),
+    html: null,
+    text: null,
     headers: {},
     attachments: [],
     tags: tagList,

@@ -10,6 +10,7 @@ import { parseSinkMessage } from './parse.ts';
 import { insertSinkMessage } from './store.ts';
 import { recordSinkMessage } from '../platform/metrics.ts';
 import { readDataStream } from './data-stream.ts';
+import { batchRepliesPerPacket } from './reply-batching.ts';
 
 export type SinkDeps = { config: Config; sql: Sql; log: Logger };
 export type SinkServer = SinkAddress & { close(): Promise<void> };
@@ -57,21 +58,11 @@ declare module 'smtp-server' {
   }
 }
 
-/**
- * smtp-server writes each reply on its own. A pipelining client sends MAIL, RCPT and DATA in one
- * packet; holding the replies to a packet's commands until they have all run sends them in one
- * write, the way Postfix's smtpd flushes only once the client's input is used up. On loopback a
- * write also runs the receiver's side of TCP, and this halves the sink's writes per message.
- */
+/** The sink's replies to a pipelined packet leave in one write (see batchRepliesPerPacket). */
 class SinkSmtpServer extends SMTPServer {
   override connect(socket: Socket, socketOptions: unknown) {
     super.connect(socket, socketOptions);
-    // After smtp-server has piped the socket, so this listener never changes how it is read.
-    socket.prependListener('data', () => {
-      if (socket.writableCorked) return;
-      socket.cork();
-      setImmediate(() => socket.uncork());
-    });
+    batchRepliesPerPacket(socket);
   }
 }
 

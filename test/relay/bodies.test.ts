@@ -1,0 +1,71 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { browser, signIn } from '../dashboard/client.ts';
+import { SmtpSession, emailIdOf, message, startTestRelay } from './setup.ts';
+
+// The relay accepts a message from its header section alone; its text and html are read from the
+// stored message wherever one email is shown.
+const ctx = await startTestRelay();
+const alpha = await ctx.tenant('alpha');
+
+const multipart = message({
+  From: 'App <app@example.com>',
+  To: 'ann@example.net',
+  Subject: '=?UTF-8?Q?Gr=C3=BC=C3=9Fe_from_the_relay?=',
+  'MIME-Version': '1.0',
+  'Content-Type': 'multipart/alternative; boundary="b1"',
+}, [
+  '--b1',
+  'Content-Type: text/plain; charset=utf-8',
+  'Content-Transfer-Encoding: quoted-printable',
+  '',
+  'Gr=C3=BC=C3=9Fe, Ann.',
+  '--b1',
+  'Content-Type: text/html; charset=utf-8',
+  'Content-Transfer-Encoding: base64',
+  '',
+  Buffer.from('<p>Grüße, <b>Ann</b>.</p>').toString('base64'),
+  '--b1--',
+].join('\r\n'));
+
+async function submit(raw: string) {
+  const s = await SmtpSession.open(ctx.port);
+  await s.startTls();
+  assert.match(await s.auth(alpha.key), /^235 /);
+  const reply = await s.send('app@example.com', ['ann@example.net'], raw);
+  s.close();
+  const id = emailIdOf(reply);
+  assert.ok(id, reply);
+  return id;
+}
+
+test('a relayed email shows its decoded subject, text and html through /v1, /resend and the dashboard', async () => {
+  const id = await submit(multipart);
+  const [row] = await ctx.sql`select subject, text, html from emails where id = ${id}`;
+  assert.deepEqual({ ...row }, { subject: 'Grüße from the relay', text: null, html: null }, 'no MIME parse at acceptance');
+
+  const v1 = (await (await ctx.call(alpha.key, `/v1/emails/${id}`)).json()) as Record<string, unknown>;
+  assert.deepEqual({ subject: v1.subject, text: v1.text, html: v1.html }, { subject: 'Grüße from the relay', text: 'Grüße, Ann.', html: '<p>Grüße, <b>Ann</b>.</p>' });
+
+  const one = (await (await ctx.call(alpha.key, `/resend/emails/${id}`)).json()) as Record<string, unknown>;
+  assert.deepEqual({ text: one.text, html: one.html }, { text: 'Grüße, Ann.', html: '<p>Grüße, <b>Ann</b>.</p>' });
+  const list = (await (await ctx.call(alpha.key, '/resend/emails')).json()) as { data: Array<Record<string, unknown>> };
+  assert.equal(list.data.find((e) => e.id === id)?.html, '<p>Grüße, <b>Ann</b>.</p>');
+
+  const b = browser(ctx);
+  await signIn(b);
+  const page = await b.get(`/dashboard/projects/${alpha.projectId}/emails/${id}`);
+  assert.equal(page.res.status, 200);
+  assert.match(page.text, /Grüße, Ann\./);
+  assert.match(page.text, /Grüße from the relay/);
+});
+
+test('a relayed message with no text part shows text null; purged bodies stay purged', async () => {
+  const id = await submit(message({ From: 'app@example.com', To: 'ann@example.net', Subject: 'html only', 'Content-Type': 'text/html; charset=us-ascii' }, '<p>only html</p>'));
+  const v1 = (await (await ctx.call(alpha.key, `/v1/emails/${id}`)).json()) as Record<string, unknown>;
+  assert.deepEqual({ text: v1.text, html: v1.html }, { text: null, html: '<p>only html</p>\n' });
+
+  await ctx.sql`update emails set html = null, text = null, raw_message = null, body_purged = true where id = ${id} and project_id = ${alpha.projectId}`;
+  const purged = (await (await ctx.call(alpha.key, `/v1/emails/${id}`)).json()) as Record<string, unknown>;
+  assert.deepEqual({ text: purged.text, html: purged.html, body_purged: purged.body_purged }, { text: null, html: null, body_purged: true });
+});
