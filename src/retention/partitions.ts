@@ -1,4 +1,4 @@
-import type { Sql } from '../platform/db.ts';
+import type { ReservedSql, Sql } from '../platform/db.ts';
 import { countEvents } from '../events/record.ts';
 
 /**
@@ -14,23 +14,34 @@ export const PARTITIONED_TABLES = ['webhook_deliveries', 'events', 'email_tags',
 export const PARTITION_DAYS_AHEAD = 7;
 
 /**
- * Creating or dropping a partition locks its parent table for a moment; one that cannot have the
- * lock within this gives up (and is tried again later), so no send or read queues behind it for
- * longer. Measured at 1 million emails with 500 ms: accepts while a month was dropped had a p99 of
- * 527 ms, the timeout itself.
+ * Making a day's partitions locks their parents only in SHARE UPDATE EXCLUSIVE mode (ATTACH
+ * PARTITION, see `mailroom_ensure_partitions`), which no send or read waits on, but which waits on
+ * a day being detached; a day that cannot have its locks within this is left for the next call.
  */
 const PARTITION_LOCK_TIMEOUT = '100ms';
+
+/**
+ * How long removing a day may wait: the detach waits for every transaction that began before it
+ * to end (a long report, say) without holding up anything else meanwhile. A day not finished
+ * within this is finished by a later run.
+ */
+export const DAY_REMOVAL_WAIT_MS = 30_000;
+
+/** The lock two runs at once (the worker's and `cli -- retention run`) take in turn to remove days. */
+const REMOVAL_LOCK = 'mailroom: retention removes partition days';
 
 const DAY_MS = 86_400_000;
 const utcDay = (at: Date) => at.toISOString().slice(0, 10);
 
 /** Whether an error is a lock not had within PARTITION_LOCK_TIMEOUT. */
 const isLockTimeout = (err: unknown) => (err as { code?: string }).code === '55P03';
+/** Whether an error is a statement cancelled by its statement_timeout. */
+const isStatementTimeout = (err: unknown) => (err as { code?: string }).code === '57014';
 
 /**
  * Makes the missing daily partitions from `from` to PARTITION_DAYS_AHEAD days after `now`, one day
- * per transaction (each holds its parents' locks for the few milliseconds of four CREATE TABLEs).
- * Returns how many tables it created; a day whose lock was not had is left for the next call.
+ * per transaction. Returns how many tables it created; a day whose locks were not had within
+ * PARTITION_LOCK_TIMEOUT (a day being detached holds its parents) is left for the next call.
  */
 export async function ensurePartitions(sql: Sql, opts: { now?: Date; from?: Date } = {}): Promise<number> {
   const now = opts.now ?? new Date();
@@ -51,45 +62,105 @@ export async function ensurePartitions(sql: Sql, opts: { now?: Date; from?: Date
   return created;
 }
 
-/** The UTC days that have daily partitions, oldest first (as YYYY-MM-DD). */
+/** The UTC days that have daily partitions in place (none of them being detached), oldest first, as YYYY-MM-DD. */
 export async function partitionDays(sql: Sql): Promise<string[]> {
   const rows = await sql<{ day: string }[]>`
     select to_char(to_date(substr(c.relname, length('emails_p') + 1), 'YYYYMMDD'), 'YYYY-MM-DD') as day
     from pg_inherits i join pg_class c on c.oid = i.inhrelid
-    where i.inhparent = 'emails'::regclass and c.relname ~ '^emails_p[0-9]{8}$'
+    where i.inhparent = 'emails'::regclass and not i.inhdetachpending and c.relname ~ '^emails_p[0-9]{8}$'
     order by 1`;
   return rows.map((r) => r.day);
 }
 
 /**
- * Drops one day's partitions of the four tables, after taking the day's events off the daily
- * counters and deleting the idempotency keys of its emails, all in one transaction. The events
- * partition is locked first (SHARE), so an event arriving for that day's emails meanwhile waits
- * and is not missed by the counters. Returns how many emails went, or undefined when a lock was
- * not had within PARTITION_LOCK_TIMEOUT (the day is tried again next run).
+ * The UTC days whose removal a run began and did not finish (it was stopped, or timed out): a
+ * day's table left detached, or pending detach. Only retention ever detaches a day's table
+ * (`mailroom_ensure_partitions` makes and attaches a day's tables in one transaction).
  */
-export async function dropPartitionDay(sql: Sql, day: string): Promise<number | undefined> {
-  const suffix = `_p${day.replaceAll('-', '')}`;
-  const [deliveries, events, tags, emails] = PARTITIONED_TABLES.map((t) => t + suffix) as [string, string, string, string];
+export async function unfinishedDays(sql: Sql): Promise<string[]> {
+  const rows = await sql<{ day: string }[]>`
+    select distinct to_char(to_date(substring(c.relname from '_p([0-9]{8})$'), 'YYYYMMDD'), 'YYYY-MM-DD') as day
+    from pg_class c left join pg_inherits i on i.inhrelid = c.oid
+    where c.relkind = 'r' and pg_table_is_visible(c.oid)
+      and c.relname ~ '^(emails|events|webhook_deliveries|email_tags)_p[0-9]{8}$'
+      and (i.inhrelid is null or i.inhdetachpending)
+    order by 1`;
+  return rows.map((r) => r.day);
+}
+
+/** A day's tables as they stand: attached to their parent, pending detach, or detached. */
+async function dayTables(sql: ReservedSql, day: string) {
+  const names = PARTITIONED_TABLES.map((t) => t + `_p${day.replaceAll('-', '')}`);
+  return sql<{ parent: string; name: string; attached: boolean; pending: boolean }[]>`
+    select p.parent, p.name, i.inhrelid is not null as attached, coalesce(i.inhdetachpending, false) as pending
+    from unnest(${PARTITIONED_TABLES as unknown as string[]}::text[], ${names}::text[]) with ordinality as p(parent, name, n)
+    join pg_class c on c.oid = to_regclass(p.name)
+    left join pg_inherits i on i.inhrelid = c.oid
+    order by p.n`;
+}
+
+/**
+ * Removes one day's partitions of the four tables without holding a lock that sends or reads
+ * wait on, and returns how many emails went, or undefined when it could not finish within `waitMs`
+ * (the day is finished by a later run).
+ *
+ * Each table is first taken out of its parent with DETACH PARTITION … CONCURRENTLY (SHARE UPDATE
+ * EXCLUSIVE on the parent; it waits for the transactions already using the parent to end, while
+ * new ones no longer see the partition), deliveries and events first, emails last: a reader may
+ * briefly see an email of the day without its events. Then, in one transaction on the detached
+ * tables, the day's events come off the daily counters, its emails' idempotency keys go, and the
+ * tables are dropped. No event can enter a detached table, so the counters stay exact.
+ *
+ * Idempotent and safe to stop anywhere: a detach left pending is finished with FINALIZE, tables
+ * already detached are taken as they are, and a day already gone returns 0.
+ */
+export async function dropPartitionDay(sql: Sql, day: string, waitMs = DAY_REMOVAL_WAIT_MS): Promise<number | undefined> {
+  const conn = await sql.reserve();
   try {
-    return await sql.begin(async (tx) => {
-      await tx`select set_config('lock_timeout', ${PARTITION_LOCK_TIMEOUT}, true)`;
-      // Two runs at once (the worker's and `cli -- retention run`) take a day in turn; the second finds it gone.
-      await tx`select pg_advisory_xact_lock(hashtext(${emails}))`;
-      const [present] = await tx`select to_regclass(${emails}) is not null as present`;
-      if (!present!.present) return 0;
-      await tx`lock table ${tx(events)} in share mode`;
-      await tx`with gone as (select project_id, type, created_at from ${tx(events)}) ${countEvents(tx, tx`gone`, { sign: -1, at: 'created_at' })}`;
-      await tx`
-        delete from idempotency_keys
-        where email_id >= mailroom_id_floor('email_', ${day}::date::timestamp at time zone 'UTC')
-          and email_id < mailroom_id_floor('email_', (${day}::date + 1)::timestamp at time zone 'UTC')`;
-      const [count] = await tx<[{ n: number }]>`select count(*)::int as n from ${tx(emails)}`;
-      await tx`drop table ${tx(deliveries)}, ${tx(events)}, ${tx(tags)}, ${tx(emails)}`;
-      return count.n;
-    });
+    // DETACH … CONCURRENTLY cannot run in a transaction block, hence a connection of its own.
+    await conn`select set_config('statement_timeout', ${`${waitMs}ms`}, false)`;
+    await conn`select pg_advisory_lock(hashtext(${REMOVAL_LOCK}))`;
+    try {
+      return await removeDay(conn, day);
+    } finally {
+      await conn`select pg_advisory_unlock(hashtext(${REMOVAL_LOCK}))`;
+    }
   } catch (err) {
-    if (isLockTimeout(err)) return undefined;
+    if (isStatementTimeout(err) || isLockTimeout(err)) return undefined;
+    throw err;
+  } finally {
+    await conn`reset statement_timeout`.catch(() => {});
+    conn.release();
+  }
+}
+
+async function removeDay(conn: ReservedSql, day: string): Promise<number> {
+  for (const t of await dayTables(conn, day)) {
+    if (t.pending) await conn`alter table ${conn(t.parent)} detach partition ${conn(t.name)} finalize`;
+    else if (t.attached) await conn`alter table ${conn(t.parent)} detach partition ${conn(t.name)} concurrently`;
+  }
+  const tables = await dayTables(conn, day);
+  if (!tables.length) return 0;
+  if (tables.some((t) => t.attached)) throw new Error(`partitions of ${day} still attached after their detach`);
+  const named = (parent: string) => tables.find((t) => t.parent === parent)?.name;
+  const [events, emails] = [named('events'), named('emails')];
+  await conn`begin`;
+  try {
+    // Only the dropped tables' own locks, and FOREIGN KEY triggers' on projects and endpoints.
+    await conn`select set_config('lock_timeout', ${PARTITION_LOCK_TIMEOUT}, true)`;
+    if (events) {
+      await conn`with gone as (select project_id, type, created_at from ${conn(events)}) ${countEvents(conn, conn`gone`, { sign: -1, at: 'created_at' })}`;
+    }
+    await conn`
+      delete from idempotency_keys
+      where email_id >= mailroom_id_floor('email_', ${day}::date::timestamp at time zone 'UTC')
+        and email_id < mailroom_id_floor('email_', (${day}::date + 1)::timestamp at time zone 'UTC')`;
+    const [count] = emails ? await conn<[{ n: number }]>`select count(*)::int as n from ${conn(emails)}` : [{ n: 0 }];
+    await conn`drop table ${conn(tables.map((t) => t.name))}`;
+    await conn`commit`;
+    return count.n;
+  } catch (err) {
+    await conn`rollback`.catch(() => {});
     throw err;
   }
 }

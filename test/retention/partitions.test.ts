@@ -8,7 +8,7 @@ import { startTestWorker } from '../helpers/worker.ts';
 import { assertDerivedMatchBaseRows } from '../helpers/derived.ts';
 import { recordEvent } from '../../src/events/record.ts';
 import { applyRetention } from '../../src/retention/apply.ts';
-import { ensurePartitions, partitionDays, PARTITION_DAYS_AHEAD } from '../../src/retention/partitions.ts';
+import { ensurePartitions, partitionDays, PARTITION_DAYS_AHEAD, unfinishedDays } from '../../src/retention/partitions.ts';
 import { rebuildStats } from '../../src/stats/rebuild.ts';
 import { newId } from '../../src/platform/ids.ts';
 
@@ -138,45 +138,181 @@ test('retention drops whole days past RETENTION_DAYS with their events, deliveri
   assert.equal(again.emails_removed, 0);
 });
 
-test('a drop that cannot have its lock soon gives up, leaves the day for the next run, and does not hold up reads meanwhile', async () => {
-  const t = await ctx.tenant('busy');
-  const at = Date.now() - 100 * DAY_MS;
+/** A day `age` days back with one email of `projectId`, its event, webhook delivery, tag entry and idempotency key. */
+async function oldDay(projectId: string, age: number) {
+  const at = Date.parse(utcDay(Date.now() - age * DAY_MS)) + 3_600_000;
   await makeDays([utcDay(at)]);
+  const endpoint = newId('webhook');
+  await sql`insert into webhook_endpoints (id, project_id, url, secret_encrypted)
+    values (${endpoint}, ${projectId}, 'https://hooks.example.test/h', ${Buffer.from('x')})`;
   const id = idAt('email_', at);
-  await sql`insert into emails (id, project_id, status, from_address, to_addresses, subject, text, created_at)
-    values (${id}, ${t.projectId}, 'sent', 'a@x.test', ${['b@x.test']}, 'busy', 't', ${new Date(at)})`;
-  // A long read of emails (a report, a dashboard page) holds the table while retention runs.
-  const reader = postgres(ctx.url, { max: 1, onnotice: () => {} });
+  await sql`insert into emails (id, project_id, status, from_address, to_addresses, subject, text, tags, created_at)
+    values (${id}, ${projectId}, 'sent', 'a@x.test', ${['b@x.test']}, 'old', 't', '[{"name":"age","value":"old"}]', ${new Date(at)})`;
+  const evt = idAt('evt_', at + 1000);
+  await sql`insert into events (id, project_id, email_id, type, created_at) values (${evt}, ${projectId}, ${id}, 'email.sent', ${new Date(at + 1000)})`;
+  await sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, status, created_at)
+    values (${idAt('whd_', at + 2000)}, ${projectId}, ${endpoint}, ${evt}, ${id}, 'delivered', ${new Date(at + 2000)})`;
+  await sql`insert into idempotency_keys (project_id, idempotency_key, fingerprint, email_id, created_at)
+    values (${projectId}, ${`key-${id}`}, ${Buffer.from('f')}, ${id}, ${new Date(at)})`;
+  await rebuildStats(sql);
+  return { day: utcDay(at), id };
+}
+
+/** A transaction on its own connection, left open (having used `emails`) until `release()`. */
+async function openTransaction(work: (tx: postgres.TransactionSql) => Promise<unknown>) {
+  const conn = postgres(ctx.url, { max: 1, onnotice: () => {} });
   let release!: () => void;
   const released = new Promise<void>((r) => { release = r; });
-  let reading!: () => void;
-  const isReading = new Promise<void>((r) => { reading = r; });
-  const held = reader.begin(async (tx) => {
-    await tx`select count(*) from emails where project_id = ${t.projectId}`;
-    reading();
+  let opened!: () => void;
+  const isOpen = new Promise<void>((r) => { opened = r; });
+  const done = conn.begin(async (tx) => {
+    await work(tx);
+    opened();
     await released;
   });
+  await isOpen;
+  return { async end() { release(); await done; await conn.end(); } };
+}
+
+const pendingDetach = async (day: string) => (await sql`
+  select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid
+  where i.inhdetachpending and c.relname like ${`%${suffix(day)}`}`).map((r) => r.name as string);
+
+test('removing a day waits for a long transaction before it without holding up sends, reads or events meanwhile', async () => {
+  const t = await ctx.tenant('long transaction');
+  const { day, id } = await oldDay(t.projectId, 100);
+  // A long transaction that wrote and read emails (a send's, a report's) is open when retention starts.
+  const held = await openTransaction(async (tx) => {
+    await tx`insert into emails (id, project_id, status, from_address, to_addresses, subject, text)
+      values (${newId('email')}, ${t.projectId}, 'queued', 'a@x.test', ${['b@x.test']}, 'held', 't')`;
+    await tx`select count(*) from emails where project_id = ${t.projectId}`;
+  });
+  let run: ReturnType<typeof applyRetention> | undefined;
   try {
-    await isReading;
+    run = applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 36_500 });
+    // The detach is under way: the first table is pending, waiting for the open transaction.
     const started = Date.now();
-    const blocked = applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 36_500 });
-    // Meanwhile another read of emails is not queued behind the drop for longer than its lock timeout.
-    await new Promise((r) => setTimeout(r, 100));
-    const readStarted = Date.now();
-    await sql`select count(*) from emails where id = ${id} and project_id = ${t.projectId}`;
-    assert.ok(Date.now() - readStarted < 2_000, `a read waited ${Date.now() - readStarted} ms`);
-    const result = await blocked;
-    assert.ok(Date.now() - started < 10_000, 'the run gives up after a few tries');
-    assert.equal(result.more, true);
-    assert.equal((await tablesOf(utcDay(at))).length, 4, 'the day is still there');
+    while (!(await pendingDetach(day)).length) {
+      assert.ok(Date.now() - started < 10_000, 'the removal starts');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const timed = async <T>(what: string, work: () => Promise<T>) => {
+      const t0 = Date.now();
+      const value = await work();
+      assert.ok(Date.now() - t0 < 1_000, `${what} waited ${Date.now() - t0} ms`);
+      return value;
+    };
+    const res = await timed('a send', () => ctx.call(t.key, '/v1/emails', { method: 'POST', body: { from: 'app@acme.test', to: 'x@example.net', subject: 's', text: 't' } }));
+    assert.equal(res.status, 201);
+    const { id: sent } = (await res.json()) as { id: string };
+    await timed('an event', () => recordEvent(sql, { projectId: t.projectId, emailId: sent, type: 'email.sent', data: {} }));
+    await timed('a list page', () => ctx.call(t.key, '/v1/emails'));
+    await timed('a read of the old email', () => sql`select id from emails where id = ${id} and project_id = ${t.projectId}`);
+    // Nothing takes or waits for a lock on the parents that a send or read would queue behind.
+    for (let i = 0; i < 15; i++) {
+      const strong = await sql`select l.relation::regclass::text as rel, l.mode, l.granted from pg_locks l
+        where l.relation in ('emails'::regclass, 'events'::regclass, 'webhook_deliveries'::regclass, 'email_tags'::regclass)
+          and l.database = (select oid from pg_database where datname = current_database())
+          and l.mode not in ('AccessShareLock', 'RowShareLock', 'RowExclusiveLock', 'ShareUpdateExclusiveLock')`;
+      assert.deepEqual([...strong], []);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal((await tablesOf(day)).length, 4, 'the day waits for the transaction');
   } finally {
-    release();
-    await held;
-    await reader.end();
+    await held.end();
+  }
+  const result = await run;
+  assert.equal(result.more, false);
+  assert.ok(result.emails_removed >= 1);
+  assert.deepEqual(await tablesOf(day), []);
+  assert.equal((await sql`select count(*)::int as n from idempotency_keys where email_id = ${id}`)[0]!.n, 0);
+  await assertDerivedMatchBaseRows(sql, 'after the day went');
+});
+
+test('a removal stopped halfway is finished by the next run: a detached table and a pending detach, counters exact', async () => {
+  const t = await ctx.tenant('stopped');
+  const { day, id } = await oldDay(t.projectId, 100);
+  // As a run stopped halfway leaves a day: its events detached, its deliveries pending detach
+  // (the detach was cancelled while it waited for a transaction), tags and emails still attached.
+  await sql.unsafe(`alter table events detach partition events${suffix(day)}`);
+  const held = await openTransaction((tx) => tx`select count(*) from webhook_deliveries where project_id = ${t.projectId}`);
+  try {
+    const conn = await sql.reserve();
+    try {
+      await conn`set statement_timeout = '300ms'`;
+      await assert.rejects(conn.unsafe(`alter table webhook_deliveries detach partition webhook_deliveries${suffix(day)} concurrently`),
+        (err: { code?: string }) => err.code === '57014');
+      await conn`reset statement_timeout`;
+    } finally {
+      conn.release();
+    }
+  } finally {
+    await held.end();
+  }
+  assert.deepEqual(await pendingDetach(day), [`webhook_deliveries${suffix(day)}`]);
+  assert.deepEqual(await unfinishedDays(sql), [day]);
+  assert.equal((await sql`select count(*)::int as n from events where email_id = ${id}`)[0]!.n, 0, 'its events are out of sight');
+
+  // Whatever the settings now, the day is finished: nothing of it is left and the counters are exact.
+  const run = await applyRetention(sql, { retentionDays: 36_500, bodyRetentionDays: 36_500 });
+  assert.equal(run.emails_removed, 1);
+  assert.deepEqual(await tablesOf(day), []);
+  assert.deepEqual(await unfinishedDays(sql), []);
+  assert.equal((await sql`select count(*)::int as n from idempotency_keys where email_id = ${id}`)[0]!.n, 0);
+  await assertDerivedMatchBaseRows(sql, 'after the stopped removal was finished');
+  assert.equal((await applyRetention(sql, { retentionDays: 36_500, bodyRetentionDays: 36_500 })).emails_removed, 0);
+});
+
+test('a run that cannot finish a day within its time leaves it pending and out of sight, and the next run finishes it', async () => {
+  const t = await ctx.tenant('out of time');
+  const { day, id } = await oldDay(t.projectId, 100);
+  const held = await openTransaction((tx) => tx`select count(*) from emails where project_id = ${t.projectId}`);
+  try {
+    const started = Date.now();
+    const result = await applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 36_500 }, { untilMs: Date.now() + 500 });
+    assert.equal(result.more, true);
+    assert.ok(Date.now() - started < 10_000, `the run took ${Date.now() - started} ms`);
+    // Only emails waits for the transaction, which used it alone; its other tables are detached already.
+    assert.deepEqual(await pendingDetach(day), [`emails${suffix(day)}`]);
+    assert.equal((await sql`select count(*)::int as n from emails where id = ${id}`)[0]!.n, 0, 'new reads no longer see the day');
+  } finally {
+    await held.end();
   }
   const next = await applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 36_500 });
-  assert.ok(next.emails_removed >= 1);
-  assert.deepEqual(await tablesOf(utcDay(at)), []);
+  assert.equal(next.emails_removed, 1);
+  assert.deepEqual(await tablesOf(day), []);
+  await assertDerivedMatchBaseRows(sql, 'after the next run');
+});
+
+test('making a day of partitions does not wait for open transactions that write and read the tables', async () => {
+  const t = await ctx.tenant('making days');
+  const ahead = utcDay(Date.now() + 5 * DAY_MS);
+  await sql.unsafe(['webhook_deliveries', 'events', 'email_tags', 'emails'].map((x) => `drop table ${x}${suffix(ahead)}`).join(';'));
+  const held = await openTransaction(async (tx) => {
+    const id = newId('email');
+    await tx`insert into emails (id, project_id, status, from_address, to_addresses, subject, text)
+      values (${id}, ${t.projectId}, 'queued', 'a@x.test', ${['b@x.test']}, 'held', 't')`;
+    await tx`insert into events (id, project_id, email_id, type) values (${newId('event')}, ${t.projectId}, ${id}, 'email.sent')`;
+    await tx`select count(*) from email_tags where project_id = ${t.projectId}`;
+    await tx`select count(*) from webhook_deliveries where project_id = ${t.projectId}`;
+  });
+  try {
+    const started = Date.now();
+    // Its locks are had at once (each within 100 ms, or the day is skipped and none made).
+    assert.equal(await ensurePartitions(sql), 4);
+    assert.ok(Date.now() - started < 2_000);
+  } finally {
+    await held.end();
+  }
+  assert.equal((await tablesOf(ahead)).length, 4);
+  const [bounds] = await sql`select count(*)::int as n from pg_constraint where conname like '%_bounds'`;
+  assert.equal(bounds!.n, 0, 'the CHECK that spared the scan is gone once attached');
+  const id = idAt('email_', Date.parse(ahead) + 1);
+  await sql`insert into emails (id, project_id, status, from_address, to_addresses, subject, text)
+    values (${id}, ${t.projectId}, 'queued', 'a@x.test', ${['b@x.test']}, 'ahead', 't')`;
+  const [where] = await sql`select tableoid::regclass::text as part from emails where id = ${id}`;
+  assert.equal(where!.part, `emails${suffix(ahead)}`);
+  await sql`delete from emails where id = ${id}`;
 });
 
 test('dedupe holds on the partitioned tables: a repeated SES event and a second first delivery are refused', async () => {
