@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sql } from '../platform/db.ts';
-import { foldDailyCounts, pruneSubmittedMessageIds, purgeExpiredBodies, removeExpiredEmails, RETENTION_BATCH } from './queries.ts';
+import { emailPartitions, foldDailyCounts, pruneSubmittedMessageIds, purgePartitionBodies, removeExpiredEmails, RETENTION_BATCH } from './queries.ts';
 import { DAY_REMOVAL_WAIT_MS, dropPartitionDay, ensurePartitions, partitionDays, unfinishedDays } from './partitions.ts';
 
 export type RetentionSettings = { retentionDays: number; bodyRetentionDays: number };
@@ -22,8 +22,9 @@ const MIN_DAY_REMOVAL_WAIT_MS = 2_000;
  * and dropped partitions (partitions.ts), a day at a time, first any day an earlier run left
  * unfinished; rows left outside a dropped day (the `_before` partition of a migrated database, or
  * rows loaded by hand with an older `created_at`) go in steps of RETENTION_BATCH. Bodies are purged
- * in steps of RETENTION_BATCH, each its own short transaction. Each run also makes the partitions of
- * the days ahead.
+ * a partition at a time in steps of RETENTION_BATCH, each its own short transaction: whole days past
+ * BODY_RETENTION_DAYS entirely, the other partitions by `created_at`. Each run also makes the
+ * partitions of the days ahead.
  */
 export async function applyRetention(
   sql: Sql,
@@ -59,11 +60,15 @@ export async function applyRetention(
     if (removed < RETENTION_BATCH) break;
     if (!timeLeft()) return { ...result, more: true };
   }
-  for (;;) {
-    const purged = await purgeExpiredBodies(sql, bodyCutoff);
-    result.bodies_purged += purged;
-    if (purged < RETENTION_BATCH) break;
-    if (!timeLeft()) return { ...result, more: true };
+  for (const partition of await emailPartitions(sql)) {
+    // A day wholly past the cutoff loses every body; another partition those created before it.
+    const whole = partition.day !== null && Date.parse(partition.day) + DAY_MS <= bodyCutoff.getTime();
+    for (;;) {
+      const purged = await purgePartitionBodies(sql, partition.name, whole ? undefined : bodyCutoff);
+      result.bodies_purged += purged;
+      if (purged < RETENTION_BATCH) break;
+      if (!timeLeft()) return { ...result, more: true };
+    }
   }
   await pruneSubmittedMessageIds(sql);
   await foldDailyCounts(sql, result.emails_removed > 0);

@@ -44,16 +44,29 @@ export async function removeExpiredEmails(sql: Sql | TxSql, cutoff: Date, batch 
   return row.removed;
 }
 
+/** The partitions of emails (daily ones and a migrated database's `_before`), oldest first. */
+export async function emailPartitions(sql: Sql): Promise<{ name: string; day: string | null }[]> {
+  return sql<{ name: string; day: string | null }[]>`
+    select c.relname as name,
+      to_char(to_date(substring(c.relname from '^emails_p([0-9]{8})$'), 'YYYYMMDD'), 'YYYY-MM-DD') as day
+    from pg_inherits i join pg_class c on c.oid = i.inhrelid
+    where i.inhparent = 'emails'::regclass and not i.inhdetachpending
+    order by day nulls first`;
+}
+
 /**
- * Purges html, text, attachments and the relay's raw message of up to `batch` emails created before
- * `cutoff` whose bodies are still there, oldest first, marking them `body_purged`. Skips locked rows.
+ * Purges html, text, attachments and the relay's raw message of up to `batch` emails of one
+ * partition of emails whose bodies are still there, marking them `body_purged`: all of them, or
+ * (with `createdBefore`) those created before it. Addresses the partition table itself, so each
+ * step plans over one table, and finds its rows through the partition's index of unpurged bodies.
+ * Skips locked rows. Returns how many it purged.
  */
-export async function purgeExpiredBodies(sql: Sql | TxSql, cutoff: Date, batch = RETENTION_BATCH): Promise<number> {
+export async function purgePartitionBodies(sql: Sql, partition: string, createdBefore?: Date, batch = RETENTION_BATCH): Promise<number> {
   const rows = await sql`
-    update emails m set html = null, text = null, attachments = '[]'::jsonb, body_purged = true, raw_message = null
-    where m.id in (
-      select id from emails
-      where created_at < ${cutoff} and not body_purged
+    update ${sql(partition)} set html = null, text = null, attachments = '[]'::jsonb, body_purged = true, raw_message = null
+    where id in (
+      select id from ${sql(partition)}
+      where not body_purged ${createdBefore ? sql`and created_at < ${createdBefore}` : sql``}
       order by created_at
       limit ${batch}
       for update skip locked)`;

@@ -315,6 +315,46 @@ test('making a day of partitions does not wait for open transactions that write 
   await sql`delete from emails where id = ${id}`;
 });
 
+test('bodies are purged a partition at a time: whole days past BODY_RETENTION_DAYS, the day at the cutoff by created_at, nothing newer', async () => {
+  const t = await ctx.tenant('bodies');
+  const now = Date.now();
+  const cutoff = now - 30 * DAY_MS;
+  // Emails made at these times, each in its own day's partition (ids and created_at agree).
+  const times = {
+    wholeDayPast: Date.parse(utcDay(cutoff - 10 * DAY_MS)) + 3_600_000,
+    dayBeforeCutoff: Date.parse(utcDay(cutoff - DAY_MS)) + 23 * 3_600_000,
+    justBeforeCutoff: cutoff - 60_000,
+    justAfterCutoff: cutoff + 60_000,
+    recent: now - 20 * DAY_MS,
+  };
+  await makeDays([...new Set(Object.values(times).map(utcDay))]);
+  const ids: Record<string, string> = {};
+  const RAW = Buffer.from('Subject: raw\r\n\r\nbody\r\n');
+  for (const [name, at] of Object.entries(times)) {
+    ids[name] = idAt('email_', at);
+    await sql`insert into emails (id, project_id, status, from_address, to_addresses, subject, html, text, attachments, raw_message, created_at)
+      values (${ids[name]!}, ${t.projectId}, 'sent', 'a@x.test', ${['b@x.test']}, ${name}, '<p>b</p>', 'b',
+        '[{"filename":"a.txt","content":"YQ=="}]', ${RAW}, ${new Date(at)})`;
+  }
+  // An email of today whose created_at was set back by hand is purged by created_at too.
+  const setBack = newId('email');
+  await sql`insert into emails (id, project_id, status, from_address, to_addresses, subject, html, text, raw_message, created_at)
+    values (${setBack}, ${t.projectId}, 'sent', 'a@x.test', ${['b@x.test']}, 'set back', '<p>b</p>', 'b', ${Buffer.from('raw')}, ${new Date(cutoff - DAY_MS)})`;
+
+  const run = await applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 30 }, { now: new Date(now) });
+  assert.ok(run.bodies_purged >= 4, `purged ${run.bodies_purged}`);
+  const rows = await sql<{ subject: string; html: string | null; text: string | null; attachments: unknown[]; rawMessage: Buffer | null; bodyPurged: boolean }[]>`
+    select subject, html, text, attachments, raw_message, body_purged from emails where project_id = ${t.projectId}`;
+  const purged = Object.fromEntries(rows.map((r) => [r.subject, r.bodyPurged]));
+  assert.deepEqual(purged, { wholeDayPast: true, dayBeforeCutoff: true, justBeforeCutoff: true, justAfterCutoff: false, recent: false, 'set back': true });
+  for (const r of rows) {
+    if (r.bodyPurged) assert.deepEqual([r.html, r.text, r.attachments, r.rawMessage], [null, null, [], null], r.subject);
+    else assert.deepEqual([r.html, r.text, r.attachments.length, r.rawMessage?.length], ['<p>b</p>', 'b', 1, RAW.length], r.subject);
+  }
+  const again = await applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 30 }, { now: new Date(now) });
+  assert.equal(again.bodies_purged, 0);
+});
+
 test('dedupe holds on the partitioned tables: a repeated SES event and a second first delivery are refused', async () => {
   const t = await ctx.tenant('dedupe');
   const res = await ctx.call(t.key, '/v1/emails', { method: 'POST', body: { from: 'app@acme.test', to: 'x@example.net', subject: 's', text: 't' } });
