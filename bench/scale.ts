@@ -263,7 +263,7 @@ export async function scale(ctx: BenchContext): Promise<BenchResult> {
     process.stderr.write(`bench: scale: retention of the oldest day: ${day.emails_removed} emails in ${round(dayS, 2)} s\n`);
     started = Date.now();
     let monthS = 0;
-    // Until done: a run leaves a day whose locks it could not have to the next run, as the worker's minutely job would.
+    // Until done: a run leaves a day it could not finish in time to the next run, as the worker's minutely job would.
     const untilDone = async (settings: { retentionDays: number; bodyRetentionDays: number }) => {
       const total = { emails_removed: 0, bodies_purged: 0, runs: 0 };
       for (let more = true; more;) {
