@@ -8,7 +8,7 @@ import { countEvents } from '../events/record.ts';
  * no default partition (it would stop PostgreSQL reading the partitions in id order), so the days
  * ahead are made early: by the migration, at worker start and by every retention run.
  */
-export const PARTITIONED_TABLES = ['webhook_deliveries', 'events', 'email_tags', 'emails'] as const;
+export const PARTITIONED_TABLES = ['emails', 'email_tags', 'events', 'webhook_deliveries'] as const;
 
 /** Days of partitions kept ready ahead of today, so a send never waits for one to be made. */
 export const PARTITION_DAYS_AHEAD = 7;
@@ -88,7 +88,7 @@ export async function unfinishedDays(sql: Sql): Promise<string[]> {
   return rows.map((r) => r.day);
 }
 
-/** A day's tables as they stand: attached to their parent, pending detach, or detached. */
+/** A day's tables as they stand (attached to their parent, pending detach, or detached), in PARTITIONED_TABLES order. */
 async function dayTables(sql: ReservedSql, day: string) {
   const names = PARTITIONED_TABLES.map((t) => t + `_p${day.replaceAll('-', '')}`);
   return sql<{ parent: string; name: string; attached: boolean; pending: boolean }[]>`
@@ -106,9 +106,10 @@ async function dayTables(sql: ReservedSql, day: string) {
  *
  * Each table is first taken out of its parent with DETACH PARTITION … CONCURRENTLY (SHARE UPDATE
  * EXCLUSIVE on the parent; it waits for the transactions already using the parent to end, while
- * new ones no longer see the partition), deliveries and events first, emails last: a reader may
- * briefly see an email of the day without its events. Then, in one transaction on the detached
- * tables, the day's events come off the daily counters, its emails' idempotency keys go, and the
+ * new ones no longer see the partition). Emails go first: once they are out of sight, nothing new
+ * is written about them (an event finds no email), so no write fails for want of its partition;
+ * a reader may briefly see the day's events or deliveries without their email. Then, in one
+ * transaction on the detached tables, the day's events come off the daily counters, its emails' idempotency keys go, and the
  * tables are dropped. No event can enter a detached table, so the counters stay exact.
  *
  * Idempotent and safe to stop anywhere: a detach left pending is finished with FINALIZE, tables
