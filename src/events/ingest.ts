@@ -3,6 +3,7 @@ import type { Logger } from '../platform/log.ts';
 import { addSuppressions } from '../suppressions/queries.ts';
 import { normaliseSesEvent } from './normalise.ts';
 import { recordEvent } from './record.ts';
+import { idFloor } from '../platform/ids.ts';
 import { recordEventIngested, recordTrackingEvent } from '../platform/metrics.ts';
 
 export type IngestOutcome = 'recorded' | 'duplicate' | 'ignored' | 'unknown_email' | 'invalid';
@@ -14,8 +15,28 @@ export type IngestOutcome = 'recorded' | 'duplicate' | 'ignored' | 'unknown_emai
  */
 export const ingestCounters = { unknownEmail: 0, ignored: 0, invalid: 0 };
 
-async function findEmail(tx: TxSql, projectId: string, providerMessageId: string) {
-  const [row] = await tx<[{ id: string; visible: string[] }?]>`
+/**
+ * How far before SES took a message its email was most likely made: queued mail leaves within
+ * seconds, mail scheduled or retried a while later; a lookup in that range reads a few day
+ * partitions, and only an email made earlier costs the lookup over every partition.
+ */
+const LIKELY_MADE_WITHIN_MS = 3 * 86_400_000;
+/** SES's clock and the database's may differ a little. */
+const CLOCK_SLACK_MS = 10 * 60_000;
+
+async function findEmail(tx: TxSql, projectId: string, providerMessageId: string, sentAt: Date | undefined) {
+  type Found = [{ id: string; visible: string[] }?];
+  // The bounds are parameters of a plan made for their values, so PostgreSQL plans and reads
+  // only the partitions in the range, however many days of history there are.
+  if (sentAt) {
+    const [row] = await tx<Found>`
+      select id, to_addresses || cc_addresses as visible from emails
+      where project_id = ${projectId} and provider_message_id = ${providerMessageId}
+        and id >= ${idFloor('email', sentAt.getTime() - LIKELY_MADE_WITHIN_MS)}
+        and id < ${idFloor('email', sentAt.getTime() + CLOCK_SLACK_MS)}`;
+    if (row) return row;
+  }
+  const [row] = await tx<Found>`
     select id, to_addresses || cc_addresses as visible from emails where project_id = ${projectId} and provider_message_id = ${providerMessageId}`;
   return row;
 }
@@ -52,7 +73,7 @@ export async function ingestSesRecord(tx: TxSql, log: Logger, projectId: string,
     return 'ignored';
   }
 
-  const email = await findEmail(tx, projectId, normalised.providerMessageId);
+  const email = await findEmail(tx, projectId, normalised.providerMessageId, normalised.sentAt);
   const emailId = email?.id;
   if (!email || !emailId) {
     ingestCounters.unknownEmail++;

@@ -47,6 +47,8 @@ export type NormalisedEvent = {
   kind: 'event';
   /** `mail.messageId`, the email's `provider_message_id`. */
   providerMessageId: string;
+  /** `mail.timestamp`: when SES took the message, shortly after the email was made (or its schedule came). */
+  sentAt?: Date;
   type: EventType;
   data: Record<string, unknown>;
   /** The same notification delivered twice (SNS or SQS retries, two pollers) yields the same key. */
@@ -91,7 +93,7 @@ export function normaliseSesEvent(raw: unknown): Normalised {
   const record = parsed.data;
   const sesType = record.eventType ?? record.notificationType;
   const providerMessageId = record.mail.messageId;
-  const base = { kind: 'event' as const, providerMessageId };
+  const base = { kind: 'event' as const, providerMessageId, sentAt: validDate(record.mail.timestamp) };
 
   switch (sesType) {
     case 'Delivery': {

@@ -1,5 +1,5 @@
 import { randomFillSync } from 'node:crypto';
-import { monotonicFactory } from 'ulid';
+import { encodeTime, monotonicFactory } from 'ulid';
 
 /**
  * ulid's own source asks the CSPRNG once per character, sixteen calls for each new millisecond.
@@ -35,6 +35,14 @@ export const ID_PREFIX = {
 /** Prefix + a 26-character ULID: lexical order is creation order, which cursor paging uses. */
 export function newId(kind: keyof typeof ID_PREFIX): string {
   return ID_PREFIX[kind] + ulid();
+}
+
+/**
+ * The smallest id of `kind` made at or after `ms` (a Date.now() value), as the SQL function
+ * mailroom_id_floor gives: a time range is an id range, which the day partitions are split by.
+ */
+export function idFloor(kind: keyof typeof ID_PREFIX, ms: number): string {
+  return ID_PREFIX[kind] + encodeTime(Math.max(0, Math.floor(ms)), 10) + '0'.repeat(16);
 }
 
 const ULID_BODY = /^[0-9A-HJKMNP-TV-Z]{26}$/;

@@ -99,3 +99,27 @@ test('markSent writes the status, both events, their deliveries and jobs togethe
     select count(*)::int as count from webhook_deliveries d join events e on e.id = d.event_id where e.email_id = ${emailId}`;
   assert.equal(count, 2);
 });
+
+test('an SES event finds its email by message id within the days before SES took it, and one made long before through every partition', async () => {
+  const { ingestSesRecord } = await import('../../src/events/ingest.ts');
+  const { ses } = await import('./fixtures.ts');
+  const t = await ctx.tenant('lookup');
+  const ingest = (record: unknown) => ctx.sql.begin((tx) => ingestSesRecord(tx, ctx.deps.log, t.projectId, record));
+  const sentNow = await queuedEmail(t.key);
+  const scheduledLongAgo = await queuedEmail(t.key);
+  for (const [emailId, messageId] of [[sentNow, 'ses-now'], [scheduledLongAgo, 'ses-later']] as const) {
+    const email = (await claimEmail(ctx.sql, t.projectId, emailId, { owner: 'pool/a', seconds: 45, deadAfterSeconds: 30 }))!;
+    assert.equal(await markSent(ctx.sql, email, messageId, false, [{ type: 'email.sent', data: {} }]), true);
+  }
+  // SES took the first just now, the second 20 days after its email was made (as a schedule would).
+  const delivered = (messageId: string, at: Date) => {
+    const record = ses.delivery(messageId, ['b@example.net'], at.toISOString());
+    return { ...record, mail: { ...record.mail, timestamp: at.toISOString() } };
+  };
+  assert.equal(await ingest(delivered('ses-now', new Date())), 'recorded');
+  assert.equal(await ingest(delivered('ses-later', new Date(Date.now() + 20 * 86_400_000))), 'recorded');
+  assert.equal(await ingest(delivered('ses-unknown', new Date())), 'unknown_email');
+  const rows = await ctx.sql<{ emailId: string }[]>`
+    select email_id from events where project_id = ${t.projectId} and type = 'email.delivered' order by email_id`;
+  assert.deepEqual(rows.map((r) => r.emailId), [sentNow, scheduledLongAgo].sort());
+});
