@@ -232,6 +232,37 @@ test('removing a day waits for a long transaction before it without holding up s
   await assertDerivedMatchBaseRows(sql, 'after the day went');
 });
 
+test('removing a day takes no lock on projects or endpoints: a transaction that read them (as every send does) holds nothing up', async () => {
+  const t = await ctx.tenant('projects read');
+  const { day } = await oldDay(t.projectId, 100);
+  const held = await openTransaction(async (tx) => {
+    await tx`select id from projects where id = ${t.projectId}`;
+    await tx`select id from webhook_endpoints where project_id = ${t.projectId}`;
+  });
+  try {
+    const t0 = Date.now();
+    const result = await applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 36_500 });
+    assert.equal(result.more, false, 'the day was removed in this run');
+    assert.ok(Date.now() - t0 < 5_000, `the removal took ${Date.now() - t0} ms`);
+    assert.deepEqual(await tablesOf(day), []);
+  } finally {
+    await held.end();
+  }
+});
+
+test('deleting a project or an endpoint by hand still takes their rows along', async () => {
+  const t = await ctx.tenant('deleted by hand');
+  const { id } = await oldDay(t.projectId, 3);
+  const [endpoint] = await sql<{ id: string }[]>`select id from webhook_endpoints where project_id = ${t.projectId}`;
+  await sql`delete from webhook_endpoints where id = ${endpoint!.id}`;
+  assert.equal((await sql`select 1 from webhook_deliveries where email_id = ${id}`).length, 0);
+  assert.equal((await sql`select 1 from events where email_id = ${id}`).length, 1);
+  await sql`delete from projects where id = ${t.projectId}`;
+  for (const table of ['emails', 'events', 'email_tags', 'webhook_deliveries']) {
+    assert.equal((await sql`select 1 from ${sql(table)} where project_id = ${t.projectId}`).length, 0, table);
+  }
+});
+
 test('a removal stopped halfway is finished by the next run: a detached table and a pending detach, counters exact', async () => {
   const t = await ctx.tenant('stopped');
   const { day, id } = await oldDay(t.projectId, 100);
