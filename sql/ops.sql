@@ -1,18 +1,8 @@
 -- Operator views. Re-applied after every migration run, so they always match the schema.
 create schema if not exists ops;
 
--- The smallest id of `prefix` made at or after `at`: ids are a prefix and a ULID whose first ten
--- characters are the milliseconds, so a time window is an id range that the primary key serves.
--- The migrations make the same function (the partitions' bounds use it); it is here too so the
--- views never depend on which migration made it.
-create or replace function mailroom_id_floor(prefix text, at timestamptz) returns text
-language sql immutable parallel safe as $$
-  select prefix || string_agg(
-    substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ', (((floor(extract(epoch from at) * 1000)::bigint) >> (5 * i)) & 31)::int + 1, 1),
-    '' order by i desc) || '0000000000000000'
-  from generate_series(0, 9) as i
-$$;
-
+-- mailroom_id_floor(prefix, at), the smallest id of `prefix` made at or after `at`, comes from
+-- the migrations (the day partitions' bounds are made with it), which always run before this file.
 
 create or replace view ops.queue as
 select task_identifier as task,
