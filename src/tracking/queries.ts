@@ -19,29 +19,33 @@ export type TrackingHit = {
   projectId: string;
   emailId: string;
   type: 'email.opened' | 'email.clicked';
+  /** When the request came in: hits are recorded in batches that may commit out of order. */
+  at: string;
   data: { user_agent: string; machine: boolean; link?: string };
 };
 
 /**
  * Many opens and clicks in one statement: each an event whose `data` gains the email's visible
- * recipients and tags, the first of each kind the email's `opened_at` or `clicked_at` (an email
- * already marked is not touched, so a burst of opens of one email does not queue on its row), and
+ * recipients and tags, the first of each kind the email's `opened_at` or `clicked_at`, at the
+ * time its request came in (an email already marked is not touched, so a burst of opens of one email does not queue on its row), and
  * the project's daily counters, and the webhook deliveries and flush jobs, as every event has. Hits of emails not found (or not of
  * the project in the token) record nothing. Yields the types recorded.
  */
 export function recordHitsStatement(sql: Sql | TxSql, hits: TrackingHit[]) {
-  const rows = hits.map((h) => ({ id: h.id, project_id: h.projectId, email_id: h.emailId, type: h.type, data: h.data }));
+  const rows = hits.map((h) => ({ id: h.id, project_id: h.projectId, email_id: h.emailId, type: h.type, at: h.at, data: h.data }));
   return sql<{ types: string[]; jobs: number | null }[]>`
     with hits as (
-      select * from jsonb_to_recordset(${sql.json(rows as never)}) as h(id text, project_id text, email_id text, type text, data jsonb)),
+      select * from jsonb_to_recordset(${sql.json(rows as never)}) as h(id text, project_id text, email_id text, type text, at timestamptz, data jsonb)),
     firsts as (
       update emails e set
-        opened_at = case when f.opened then coalesce(e.opened_at, now()) else e.opened_at end,
-        clicked_at = case when f.clicked then coalesce(e.clicked_at, now()) else e.clicked_at end
-      from (select project_id, email_id, bool_or(type = 'email.opened') as opened, bool_or(type = 'email.clicked') as clicked
+        opened_at = least(e.opened_at, f.opened_at),
+        clicked_at = least(e.clicked_at, f.clicked_at)
+      from (select project_id, email_id,
+              min(at) filter (where type = 'email.opened') as opened_at,
+              min(at) filter (where type = 'email.clicked') as clicked_at
             from hits group by project_id, email_id) f
       where e.id = f.email_id and e.project_id = f.project_id
-        and ((f.opened and e.opened_at is null) or (f.clicked and e.clicked_at is null))
+        and (e.opened_at is null and f.opened_at is not null or e.clicked_at is null and f.clicked_at is not null)
       returning e.id),
     new_events as (
       insert into events (id, project_id, email_id, type, data)

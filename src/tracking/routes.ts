@@ -50,7 +50,7 @@ export function registerTrackingRoutes(app: Hono<AppEnv>) {
     if (c.req.method === 'GET') {
       const agent = c.req.header('user-agent');
       recordHit(sql, log, {
-        id: newId('event'), projectId: target.projectId, emailId: target.emailId, type: 'email.clicked',
+        id: newId('event'), projectId: target.projectId, emailId: target.emailId, type: 'email.clicked', at: new Date().toISOString(),
         data: { link: url, user_agent: storedUserAgent(agent), machine: isMachineAgent(agent) },
       });
     }
@@ -64,7 +64,7 @@ export function registerTrackingRoutes(app: Hono<AppEnv>) {
     if (c.req.method === 'GET') {
       const agent = c.req.header('user-agent');
       recordHit(sql, log, {
-        id: newId('event'), projectId: target.projectId, emailId: target.emailId, type: 'email.opened',
+        id: newId('event'), projectId: target.projectId, emailId: target.emailId, type: 'email.opened', at: new Date().toISOString(),
         data: { user_agent: storedUserAgent(agent), machine: isMachineAgent(agent) },
       });
     }

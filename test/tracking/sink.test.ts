@@ -6,6 +6,8 @@ import { waitFor } from '../helpers/wait.ts';
 import { settled } from '../sending/fixtures.ts';
 import { fakeDns, webhookWorker } from '../webhooks/helpers.ts';
 import { createEndpoint } from '../../src/webhooks/service.ts';
+import { recordHitsStatement, type TrackingHit } from '../../src/tracking/queries.ts';
+import { newId } from '../../src/platform/ids.ts';
 
 // A sink project trying tracking locally with the per-email switches (§15.1), end to end: the
 // worker rewrites at send time, the sink catches the message over SMTP, the routes answer and
@@ -153,6 +155,18 @@ test('the first open and click stay the email\'s opened_at and clicked_at', asyn
   });
   const [after] = await ctx.sql<[{ openedAt: Date; clickedAt: Date }]>`select opened_at, clicked_at from emails where id = ${tracked.id} and project_id = ${projectId}`;
   assert.deepEqual(after, before);
+});
+
+test('opened_at and clicked_at are the times the requests came in, whichever batch commits first', async () => {
+  const { id } = await send({ track_opens: true, track_clicks: true });
+  const openedAt = '2026-01-01T10:00:00.000Z';
+  const clickedAt = '2026-01-01T10:00:01.000Z';
+  const hit = (type: TrackingHit['type'], at: string): TrackingHit => ({ id: newId('event'), projectId, emailId: id, type, at, data: { user_agent: 'x', machine: false, ...(type === 'email.clicked' ? { link: ORIGINAL_URLS[1] } : {}) } });
+  // The click's batch commits before the open's, as concurrent batches may.
+  await recordHitsStatement(ctx.sql, [hit('email.clicked', clickedAt)]);
+  await recordHitsStatement(ctx.sql, [hit('email.opened', openedAt)]);
+  const [row] = await ctx.sql<[{ openedAt: Date; clickedAt: Date }]>`select opened_at, clicked_at from emails where id = ${id} and project_id = ${projectId}`;
+  assert.deepEqual([row.openedAt.toISOString(), row.clickedAt.toISOString()], [openedAt, clickedAt]);
 });
 
 test('a burst of opens is recorded through the group commit: many opens share a transaction', async () => {
