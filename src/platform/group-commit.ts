@@ -14,6 +14,12 @@ export type GroupCommitOptions = {
   maxBatch?: number;
   /** Batches being written at once; more overlap the round trips of one with the next. */
   maxInFlight?: number;
+  /**
+   * Items that must be waiting before a batch starts beside one already in flight (default 1).
+   * A transaction has a fixed cost whatever its size: below this many, they wait for the batch in
+   * flight and go together after it.
+   */
+  minToOverlap?: number;
 };
 
 type Pending<T, R> = { item: T; resolve: (r: R) => void; reject: (e: unknown) => void };
@@ -24,6 +30,7 @@ export class GroupCommit<T, R> {
   private scheduled = false;
   private readonly maxBatch: number;
   private readonly maxInFlight: number;
+  private readonly minToOverlap: number;
   /** Sizes of the last batches written, for the benchmarks. */
   readonly recentSizes: number[] = [];
   /** Batches written since the start, the fallbacks not counted. */
@@ -40,6 +47,7 @@ export class GroupCommit<T, R> {
   ) {
     this.maxBatch = options.maxBatch ?? 128;
     this.maxInFlight = options.maxInFlight ?? 2;
+    this.minToOverlap = options.minToOverlap ?? 1;
   }
 
   run(item: T): Promise<R> {
@@ -51,14 +59,17 @@ export class GroupCommit<T, R> {
 
   /** Flushes on the next turn of the event loop, so requests parsed in the same turn share it. */
   private schedule() {
-    if (this.scheduled || this.inFlight >= this.maxInFlight || this.queue.length === 0) return;
+    if (this.scheduled || !this.mayStartBatch()) return;
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
-        void this.flush(this.queue.splice(0, this.maxBatch));
-      }
+      while (this.mayStartBatch()) void this.flush(this.queue.splice(0, this.maxBatch));
     });
+  }
+
+  private mayStartBatch() {
+    if (this.queue.length === 0 || this.inFlight >= this.maxInFlight) return false;
+    return this.inFlight === 0 || this.queue.length >= this.minToOverlap;
   }
 
   private async flush(batch: Pending<T, R>[]) {
