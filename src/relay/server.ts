@@ -9,7 +9,7 @@ import { isMailbox } from '../emails/mailbox.ts';
 import { MAX_RECIPIENTS } from '../emails/validate.ts';
 import { recordRelayListeners, type RelayListener } from './address.ts';
 import { SmtpReply } from './reply.ts';
-import { batchRepliesPerPacket } from '../sink/reply-batching.ts';
+import { holdWritesForTurn } from '../sink/reply-batching.ts';
 import { submitMessage, type RelayDeps, type RelayUser } from './service.ts';
 
 export type RelayServer = { listeners: RelayListener[]; close(): Promise<void> };
@@ -21,6 +21,8 @@ const LIBRARY_REPLIES: Record<number, string> = { 530: '5.7.0', 538: '5.7.11', 5
 
 type Connection = {
   secure: boolean;
+  /** The socket replies go to: the TLS one after STARTTLS. */
+  _socket: Socket;
   send(code: number, data?: string | string[], context?: string | false): void;
   handler_AUTH(command: Buffer, callback: () => void): void;
 };
@@ -44,9 +46,15 @@ class RelaySmtpServer extends SMTPServer {
 
   override connect(socket: Socket, socketOptions: unknown) {
     super.connect(socket, socketOptions);
-    batchRepliesPerPacket(socket);
     const connection = [...this.connections].at(-1) as unknown as Connection;
-    const send = connection.send.bind(connection);
+    const write = connection.send.bind(connection);
+    // Every reply of one turn leaves in one write: those to a pipelined packet's commands, and
+    // the 250 for a message together with the replies to the next message's MAIL, RCPT and DATA
+    // that a pipelining client sent right behind its content (RFC 2920 §3.1).
+    const send: Connection['send'] = (code, data, context) => {
+      holdWritesForTurn(connection._socket);
+      write(code, data, context);
+    };
     connection.send = (code, data, context) => {
       if (typeof data === 'string' && ENHANCED.test(data)) return send(code, data, false);
       const fixed = LIBRARY_REPLIES[code];
@@ -121,11 +129,7 @@ export async function startRelay(deps: RelayDeps): Promise<RelayServer> {
         callback(asCallbackError(new SmtpReply(454, '4.7.0', 'Temporary authentication failure; try again')));
       });
     },
-    // After STARTTLS (or on the implicit TLS port) the replies go through the TLS socket.
-    onSecure(socket, _session, callback) {
-      callback();
-      batchRepliesPerPacket(socket as Socket);
-    },
+
     // Answered at once (smtp-server's default waits a turn), so a pipelining client's MAIL, RCPT
     // and DATA are answered in one write.
     onMailFrom(_address, _session, callback) {

@@ -10,9 +10,12 @@ import type { Socket } from 'node:net';
  * the socket is read.
  */
 export function batchRepliesPerPacket(socket: Socket) {
-  socket.prependListener('data', () => {
-    if (socket.writableCorked) return;
-    socket.cork();
-    setImmediate(() => socket.uncork());
-  });
+  socket.prependListener('data', () => holdWritesForTurn(socket));
+}
+
+/** Holds what is written to `socket` for the rest of this turn of the event loop, then sends it in one write. */
+export function holdWritesForTurn(socket: Socket) {
+  if (socket.writableCorked || socket.destroyed) return;
+  socket.cork();
+  setImmediate(() => socket.uncork());
 }

@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { serve } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
@@ -184,4 +185,43 @@ test('failed AUTH shares the API\'s per-address limit: past it, 421 4.7.0 and th
   assert.match(await s.auth(`sk_${'C'.repeat(43)}`), /^421 4\.7\.0 Too many failed authentications/);
   await new Promise((r) => setTimeout(r, 100));
   assert.equal(s.closed, true);
+});
+
+test('a pipelining client\'s next MAIL, RCPT and DATA behind a message\'s content are answered with its 250, in one write', async () => {
+  // Every write of the relay's sockets (the TLS one after STARTTLS), as the stream hands it over.
+  type SocketWrites = { _write: (chunk: unknown, ...rest: unknown[]) => unknown; _writev: (chunks: { chunk: unknown }[], ...rest: unknown[]) => unknown };
+  const proto = net.Socket.prototype as unknown as SocketWrites;
+  const { _write, _writev } = proto;
+  const writes: string[][] = [];
+  proto._write = function (this: net.Socket, chunk: unknown, ...rest: unknown[]) {
+    if (this.localPort === ctx.port) writes.push([String(chunk)]);
+    return _write.call(this, chunk, ...rest);
+  };
+  proto._writev = function (this: net.Socket, chunks: { chunk: unknown }[], ...rest: unknown[]) {
+    if (this.localPort === ctx.port) writes.push(chunks.map((c) => String(c.chunk)));
+    return _writev.call(this, chunks, ...rest);
+  };
+  const envelope = 'MAIL FROM:<app@example.com>\r\nRCPT TO:<ann@example.net>\r\nDATA\r\n';
+  const codes = (replies: string[]) => replies.map((r) => r.slice(0, 3));
+  try {
+    const s = await session();
+    const before = await emailCount(alpha.projectId);
+    writes.length = 0;
+    const first = [await s.command(Buffer.from(envelope)), await s.reply(), await s.reply()];
+    assert.deepEqual(codes(first), ['250', '250', '354']);
+    assert.deepEqual(writes.map(codes), [['250', '250', '354']]);
+
+    writes.length = 0;
+    const second = [await s.command(Buffer.from(`${msg({ 'Message-ID': '<pipelined-1@example.com>' })}.\r\n${envelope}`)), await s.reply(), await s.reply(), await s.reply()];
+    assert.match(second[0]!, /^250 2\.0\.0 OK queued as email_/);
+    assert.deepEqual(codes(second), ['250', '250', '250', '354']);
+    assert.deepEqual(writes.map(codes), [['250', '250', '250', '354']], 'the 250 for the message and the next three replies in one write');
+
+    assert.match(await s.command(`${msg({ 'Message-ID': '<pipelined-2@example.com>' })}.`), /^250 2\.0\.0 OK queued as email_/);
+    s.close();
+    assert.equal(await emailCount(alpha.projectId), before + 2);
+  } finally {
+    proto._write = _write;
+    proto._writev = _writev;
+  }
 });
