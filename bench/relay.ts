@@ -5,6 +5,7 @@ import path from 'node:path';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { generate } from 'selfsigned';
+import { PipeliningSmtpClient } from './smtp-client.ts';
 import { EMAIL, CONCURRENCY as ACCEPT_CONNECTIONS, wrk } from './accept.ts';
 import { apiWithKey, cpuDuring, freePort, peakRssMb, QUICK, ratio, round, spawnService, waitForPort, type BenchContext, type BenchResult } from './support.ts';
 
@@ -16,7 +17,7 @@ import { apiWithKey, cpuDuring, freePort, peakRssMb, QUICK, ratio, round, spawnS
  * postfix's smtp-sink (which reads and discards, and has no TLS). Last, both loads at once, for
  * the API's peak RSS while it serves HTTP and SMTP together.
  */
-const CONNECTIONS = 8;
+const CONNECTIONS = Number(process.env.X_CONN ?? 8);
 const MESSAGES = QUICK ? 300 : 2000;
 const WARMUP = QUICK ? 50 : 200;
 const ACCEPT_SECONDS = QUICK ? 2 : 4;
@@ -32,7 +33,14 @@ async function composeMessage(): Promise<Buffer> {
 let sequence = 0;
 const withMessageId = (raw: Buffer) => Buffer.concat([Buffer.from(`Message-ID: <bench-${process.pid}-${++sequence}@example.com>\r\n`), raw]);
 
-async function openConnection(port: number, pass: string, tls: boolean): Promise<SMTPConnection> {
+type Client = 'pipelining' | 'nodemailer';
+type Sender = { send(raw: Buffer, more: boolean): Promise<string>; quit(): void };
+
+async function openConnection(port: number, pass: string, tls: boolean, client: Client): Promise<Sender> {
+  if (client === 'pipelining') {
+    const connection = await PipeliningSmtpClient.connect({ host: '127.0.0.1', port, starttls: tls, auth: tls ? { user: 'mailroom', pass } : undefined });
+    return { send: (raw, more) => connection.send(FROM, EMAIL.to[0]!, raw, more), quit: () => connection.quit() };
+  }
   const connection = new SMTPConnection({
     host: '127.0.0.1', port, secure: false, ...(tls ? { requireTLS: true, tls: { rejectUnauthorized: false } } : { ignoreTLS: true }),
   });
@@ -40,29 +48,35 @@ async function openConnection(port: number, pass: string, tls: boolean): Promise
     connection.once('error', reject);
     connection.connect(() => connection.login({ user: 'mailroom', pass }, (err) => (err ? reject(err) : resolve())));
   });
-  return connection;
+  return {
+    send: (raw) => new Promise<string>((resolve, reject) =>
+      connection.send({ from: FROM, to: [EMAIL.to[0]!] }, raw, (err, info) => (err ? reject(err) : resolve(String(info.response))))),
+    quit: () => connection.quit(),
+  };
 }
-
-const sendOne = (connection: SMTPConnection, raw: Buffer) => new Promise<string>((resolve, reject) =>
-  connection.send({ from: FROM, to: [EMAIL.to[0]!] }, raw, (err, info) => (err ? reject(err) : resolve(String(info.response)))));
 
 /**
  * `count` messages over CONNECTIONS connections (after a warm-up on them), each connection taking
  * the next as soon as its last is answered: the seconds, each message's latency, and the CPU the
  * processes in `pids` used meanwhile.
  */
-async function load(port: number, pass: string, raw: Buffer, count: number, pids: Record<string, number>, opts: { tls: boolean; expect?: RegExp }) {
-  const connections = await Promise.all(Array.from({ length: CONNECTIONS }, () => openConnection(port, pass, opts.tls)));
+async function load(port: number, pass: string, raw: Buffer, count: number, pids: Record<string, number>, opts: { tls: boolean; client: Client; expect?: RegExp }) {
+  const connections = await Promise.all(Array.from({ length: CONNECTIONS }, () => openConnection(port, pass, opts.tls, opts.client)));
   const latencies: number[] = [];
   const send = async (n: number, record: boolean) => {
     let left = n;
     await Promise.all(connections.map(async (connection) => {
-      while (left > 0) {
-        left--;
+      if (left <= 0) return;
+      left--;
+      for (;;) {
+        // Whether this connection sends another after this one, so a pipelining client can say so.
+        const more = left > 0;
+        if (more) left--;
         const started = performance.now();
-        const reply = await sendOne(connection, withMessageId(raw));
+        const reply = await connection.send(withMessageId(raw), more);
         if (record) latencies.push(performance.now() - started);
         if (opts.expect && !opts.expect.test(reply)) throw new Error(`unexpected reply: ${reply}`);
+        if (!more) break;
       }
     }));
   };
@@ -83,7 +97,7 @@ async function postfixCeiling(raw: Buffer) {
   const server = spawnService(SMTP_SINK, ['-u', 'nobody', '-m', '256', `127.0.0.1:${port}`, '256']);
   try {
     await waitForPort(port);
-    const { seconds } = await load(port, 'any-password', raw, MESSAGES, { smtp_sink: server.pid }, { tls: false });
+    const { seconds } = await load(port, 'any-password', raw, MESSAGES, { smtp_sink: server.pid }, { tls: false, client: 'pipelining' });
     return MESSAGES / seconds;
   } finally {
     await server.stop();
@@ -101,6 +115,7 @@ export async function relay(ctx: BenchContext): Promise<BenchResult> {
   const raw = await composeMessage();
   try {
     let smtp: Awaited<ReturnType<typeof load>>;
+    let viaNodemailer: Awaited<ReturnType<typeof load>>;
     let accepted: Awaited<ReturnType<typeof wrk>>;
     let both: { smtpPerS: number; httpPerS: number };
     let rss: number;
@@ -108,12 +123,14 @@ export async function relay(ctx: BenchContext): Promise<BenchResult> {
       const { url } = await api.logLine('api listening');
       const listening = await api.logLine('smtp relay listening') as { listeners: Array<{ port: number }> };
       const port = listening.listeners[0]!.port;
-      smtp = await load(port, key, raw, MESSAGES, { api: api.pid }, { tls: true, expect: /^250 2\.0\.0 OK queued as email_/ });
+      const queued = /^250 2\.0\.0 OK queued as email_/;
+      smtp = await load(port, key, raw, MESSAGES, { api: api.pid }, { tls: true, client: 'pipelining', expect: queued });
+      viaNodemailer = await load(port, key, raw, MESSAGES, { api: api.pid }, { tls: true, client: 'nodemailer', expect: queued });
       await wrk(String(url), key, 1);
       accepted = await wrk(String(url), key, ACCEPT_SECONDS);
       // Both at once, for the API's memory with HTTP and SMTP load together.
       const [together, http] = await Promise.all([
-        load(port, key, raw, MESSAGES, { api: api.pid }, { tls: true }),
+        load(port, key, raw, MESSAGES, { api: api.pid }, { tls: true, client: 'pipelining' }),
         wrk(String(url), key, ACCEPT_SECONDS),
       ]);
       both = { smtpPerS: round(MESSAGES / together.seconds), httpPerS: round(http.requests / http.seconds) };
@@ -123,7 +140,7 @@ export async function relay(ctx: BenchContext): Promise<BenchResult> {
     }
     // Every answered submission is one durable queued email, besides what HTTP accepted.
     const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from emails where project_id = ${projectId} and source = 'smtp' and status = 'queued'`;
-    if (n !== 2 * (WARMUP + MESSAGES)) throw new Error(`expected ${2 * (WARMUP + MESSAGES)} queued smtp emails, found ${n}`);
+    if (n !== 3 * (WARMUP + MESSAGES)) throw new Error(`expected ${3 * (WARMUP + MESSAGES)} queued smtp emails, found ${n}`);
 
     const postfix = await postfixCeiling(raw);
     const rate = MESSAGES / smtp.seconds;
@@ -138,12 +155,13 @@ export async function relay(ctx: BenchContext): Promise<BenchResult> {
       ceiling_per_s: round(acceptRate),
       ratio: ratio(rate, acceptRate),
       accept_p99_ms: round(accepted.p99Ms, 2),
+      nodemailer: { rate_per_s: round(MESSAGES / viaNodemailer.seconds), ratio: ratio(MESSAGES / viaNodemailer.seconds, acceptRate), p99_ms: round(viaNodemailer.p99Ms, 2), cpu_s: viaNodemailer.cpu },
       postfix_ceiling: postfix ? 'postfix smtp-sink (no TLS: it has none)' : 'postfix smtp-sink (not installed: apt-get install postfix)',
       postfix_ceiling_per_s: postfix ? round(postfix) : null,
       postfix_ratio: ratio(rate, postfix ?? null),
       both_at_once: { smtp_per_s: both.smtpPerS, http_per_s: both.httpPerS },
       cpu_s: smtp.cpu,
-      load: `nodemailer SMTPConnection, ${CONNECTIONS} STARTTLS connections with AUTH PLAIN, ${MESSAGES} messages of ${raw.length + 50} bytes after ${WARMUP}; accept: wrk, ${ACCEPT_CONNECTIONS} connections, ${ACCEPT_SECONDS} s`,
+      load: `${CONNECTIONS} STARTTLS connections with AUTH PLAIN, each message's MAIL, RCPT and DATA pipelined (nodemailer: one command per round trip), ${MESSAGES} messages of ${raw.length + 50} bytes after ${WARMUP}; accept: wrk, ${ACCEPT_CONNECTIONS} connections, ${ACCEPT_SECONDS} s`,
       messages: MESSAGES,
       concurrency: CONNECTIONS,
     };
