@@ -17,7 +17,7 @@ import { apiWithKey, cpuDuring, freePort, peakRssMb, QUICK, ratio, round, spawnS
  * postfix's smtp-sink (which reads and discards, and has no TLS). Last, both loads at once, for
  * the API's peak RSS while it serves HTTP and SMTP together.
  */
-const CONNECTIONS = Number(process.env.X_CONN ?? 8);
+const CONNECTIONS = 8;
 const MESSAGES = QUICK ? 300 : 2000;
 const WARMUP = QUICK ? 50 : 200;
 const ACCEPT_SECONDS = QUICK ? 2 : 4;
