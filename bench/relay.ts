@@ -116,6 +116,7 @@ export async function relay(ctx: BenchContext): Promise<BenchResult> {
   try {
     let smtp: Awaited<ReturnType<typeof load>>;
     let viaNodemailer: Awaited<ReturnType<typeof load>>;
+    let medianBatch: number;
     let accepted: Awaited<ReturnType<typeof wrk>>;
     let both: { smtpPerS: number; httpPerS: number };
     let rss: number;
@@ -125,6 +126,9 @@ export async function relay(ctx: BenchContext): Promise<BenchResult> {
       const port = listening.listeners[0]!.port;
       const queued = /^250 2\.0\.0 OK queued as email_/;
       smtp = await load(port, key, raw, MESSAGES, { api: api.pid }, { tls: true, client: 'pipelining', expect: queued });
+      // Rows committed together share their inserting transaction id: that is the batch size.
+      const batches = await sql<{ size: number }[]>`select count(*)::int as size from emails where project_id = ${projectId} and source = 'smtp' group by xmin::text order by 1`;
+      medianBatch = batches[Math.floor(batches.length / 2)]?.size ?? 1;
       viaNodemailer = await load(port, key, raw, MESSAGES, { api: api.pid }, { tls: true, client: 'nodemailer', expect: queued });
       await wrk(String(url), key, 1);
       accepted = await wrk(String(url), key, ACCEPT_SECONDS);
@@ -151,6 +155,7 @@ export async function relay(ctx: BenchContext): Promise<BenchResult> {
       p50_ms: round(smtp.p50Ms, 2),
       p99_ms: round(smtp.p99Ms, 2),
       api_peak_rss_mb: rss,
+      median_batch: medianBatch,
       ceiling: 'accept: the same message as POST /v1/emails, same API process',
       ceiling_per_s: round(acceptRate),
       ratio: ratio(rate, acceptRate),
