@@ -206,6 +206,8 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   messageIdHeader: string | null;
   /** The message as submitted over SMTP, sent as it is; null for API mail, which is composed. */
   rawMessage: Buffer | null;
+  /** A relayed email's text and html, read from its message by the worker to be stored as it settles. */
+  bodiesRead?: { text: string | null; html: string | null };
   leaseOwner: string;
   tags: { name: string; value: string }[];
   /** Whether the project has a provider connection; without one the email goes to the sink. */
@@ -317,11 +319,21 @@ export async function giveUpLeaseLate(sql: Sql, email: ClaimedEmail): Promise<bo
  * webhook deliveries and jobs: one statement, one round trip. False if the lease was lost, and
  * then nothing is recorded.
  */
+/**
+ * Stores the text and html the worker read from a relayed email's message, so that reads (a list
+ * page of 100 relayed emails, say) no longer parse the message each time; empty for other mail.
+ * Bodies already there (or purged meanwhile) are kept.
+ */
+const storeBodiesRead = (tx: TxSql | Sql, email: ClaimedEmail) => (email.bodiesRead
+  ? tx`html = case when body_purged then html else coalesce(html, ${email.bodiesRead.html}) end,
+      text = case when body_purged then text else coalesce(text, ${email.bodiesRead.text}) end,`
+  : tx``);
+
 export async function markSent(sql: Sql, email: ClaimedEmail, providerMessageId: string, delivered: boolean, events: EmailEvent[]) {
   const [row] = await commitShared(sql, (tx) => recordEventsStatement(tx, tx`
     update emails set status = 'sent', sent_at = now(), provider_message_id = ${providerMessageId},
       delivered_at = ${delivered ? tx`now()` : tx`delivered_at`}, last_error = null, updated_at = now(),
-      lease_owner = null, lease_expires_at = null
+      ${storeBodiesRead(tx, email)} lease_owner = null, lease_expires_at = null
     where ${HELD(tx, email)}
     returning id, project_id, tags`, events));
   return row!.matched > 0;
@@ -331,7 +343,7 @@ export async function markSent(sql: Sql, email: ClaimedEmail, providerMessageId:
 export async function markFailed(sql: Sql, email: ClaimedEmail, lastError: string, events: EmailEvent[]) {
   const [row] = await commitShared(sql, (tx) => recordEventsStatement(tx, tx`
     update emails set status = 'failed', last_error = ${lastError}, updated_at = now(),
-      lease_owner = null, lease_expires_at = null
+      ${storeBodiesRead(tx, email)} lease_owner = null, lease_expires_at = null
     where ${HELD(tx, email)}
     returning id, project_id, tags`, events));
   return row!.matched > 0;

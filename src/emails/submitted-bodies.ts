@@ -1,7 +1,8 @@
 /**
  * `text` and `html` of an email submitted over SMTP. The relay stores the message as submitted
- * and reads only its header section, so accepting a message costs no MIME parse; the bodies are
- * read from the stored message (npm `mailparser`) when one email is shown, through the API, the
+ * and reads only its header section, so accepting a message costs no MIME parse. The worker reads
+ * the bodies (npm `mailparser`) once, as the email settles, and stores them in its columns; until
+ * then they are read from the stored message when the email is shown, through the API, the
  * Resend-compatible API or the dashboard.
  */
 

@@ -66,7 +66,8 @@ function tags(raw: Buffer, section: HeaderSection): EmailTag[] {
  * What a submitted message becomes: the From header as `from`, the RCPT TO addresses split by
  * the To and Cc headers into `to` and `cc` (the rest are `bcc`), the subject and tags, all read
  * from the header section alone. The bodies are not read here: `text` and `html` are read from
- * the message when the email is shown (submittedBodies), so accepting one costs no MIME parse.
+ * the message by the worker as the email settles, and by reads until then (submittedBodies), so
+ * accepting one costs no MIME parse.
  * The message itself is kept as submitted.
  */
 export function readSubmission(raw: Buffer, section: HeaderSection, recipients: string[]): Submission {
