@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestWorker } from '../helpers/worker.ts';
 import { settled } from '../sending/fixtures.ts';
-import { SmtpSession, emailIdOf, message, startTestRelay } from './setup.ts';
+import { SmtpSession, emailIdOf, multipartMessage, startTestRelay } from './setup.ts';
 
 // A relayed email's text and html are read from its message by the worker, once, and stored with
 // its outcome: from then on no read parses the message.
@@ -10,30 +10,13 @@ const ctx = await startTestRelay();
 await startTestWorker(ctx.config, ctx.sql);
 const alpha = await ctx.tenant('alpha');
 
-const multipart = (to: string) => message({
-  From: 'App <app@example.com>',
-  To: to,
-  Subject: 'Stored bodies',
-  'MIME-Version': '1.0',
-  'Content-Type': 'multipart/alternative; boundary="b1"',
-}, [
-  '--b1',
-  'Content-Type: text/plain; charset=utf-8',
-  'Content-Transfer-Encoding: quoted-printable',
-  '',
-  'Gr=C3=BC=C3=9Fe, Ann.',
-  '--b1',
-  'Content-Type: text/html; charset=utf-8',
-  '',
-  '<p>Gr\u00fc\u00dfe, <b>Ann</b>.</p>',
-  '--b1--',
-].join('\r\n'));
+const multipart = (to: string) => multipartMessage({ From: 'App <app@example.com>', To: to, Subject: 'Stored bodies' });
 
 async function submit(raw: string, to: string) {
   const s = await SmtpSession.open(ctx.port);
   await s.startTls();
   assert.match(await s.auth(alpha.key), /^235 /);
-  const reply = await s.send('app@example.com', [to], Buffer.from(raw, 'utf8'), ' BODY=8BITMIME');
+  const reply = await s.send('app@example.com', [to], raw);
   s.close();
   const id = emailIdOf(reply);
   assert.ok(id, reply);

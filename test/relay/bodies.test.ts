@@ -1,32 +1,18 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { browser, signIn } from '../dashboard/client.ts';
-import { SmtpSession, emailIdOf, message, startTestRelay } from './setup.ts';
+import { SmtpSession, emailIdOf, message, multipartMessage, startTestRelay } from './setup.ts';
 
 // The relay accepts a message from its header section alone; its text and html are read from the
 // stored message wherever one email is shown.
 const ctx = await startTestRelay();
 const alpha = await ctx.tenant('alpha');
 
-const multipart = message({
+const multipart = multipartMessage({
   From: 'App <app@example.com>',
   To: 'ann@example.net',
   Subject: '=?UTF-8?Q?Gr=C3=BC=C3=9Fe_from_the_relay?=',
-  'MIME-Version': '1.0',
-  'Content-Type': 'multipart/alternative; boundary="b1"',
-}, [
-  '--b1',
-  'Content-Type: text/plain; charset=utf-8',
-  'Content-Transfer-Encoding: quoted-printable',
-  '',
-  'Gr=C3=BC=C3=9Fe, Ann.',
-  '--b1',
-  'Content-Type: text/html; charset=utf-8',
-  'Content-Transfer-Encoding: base64',
-  '',
-  Buffer.from('<p>Grüße, <b>Ann</b>.</p>').toString('base64'),
-  '--b1--',
-].join('\r\n'));
+});
 
 async function submit(raw: string) {
   const s = await SmtpSession.open(ctx.port);

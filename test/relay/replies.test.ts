@@ -1,12 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { serve } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { SmtpSession, emailIdOf, message, startTestRelay } from './setup.ts';
 import { MemoryRateLimiter } from '../../src/http/rate-limit.ts';
 import { registry } from '../../src/platform/metrics.ts';
+import { recordSocketWrites } from '../helpers/socket-writes.ts';
 
 // Exact replies over a raw socket, in production mode (NODE_ENV unset). The limiter is the one
 // the in-process API uses too.
@@ -188,19 +188,8 @@ test('failed AUTH shares the API\'s per-address limit: past it, 421 4.7.0 and th
 });
 
 test('a pipelining client\'s next MAIL, RCPT and DATA behind a message\'s content are answered with its 250, in one write', async () => {
-  // Every write of the relay's sockets (the TLS one after STARTTLS), as the stream hands it over.
-  type SocketWrites = { _write: (chunk: unknown, ...rest: unknown[]) => unknown; _writev: (chunks: { chunk: unknown }[], ...rest: unknown[]) => unknown };
-  const proto = net.Socket.prototype as unknown as SocketWrites;
-  const { _write, _writev } = proto;
-  const writes: string[][] = [];
-  proto._write = function (this: net.Socket, chunk: unknown, ...rest: unknown[]) {
-    if (this.localPort === ctx.port) writes.push([String(chunk)]);
-    return _write.call(this, chunk, ...rest);
-  };
-  proto._writev = function (this: net.Socket, chunks: { chunk: unknown }[], ...rest: unknown[]) {
-    if (this.localPort === ctx.port) writes.push(chunks.map((c) => String(c.chunk)));
-    return _writev.call(this, chunks, ...rest);
-  };
+  // Every write of the relay's sockets (the TLS one after STARTTLS).
+  const { writes, restore } = recordSocketWrites(ctx.port);
   const envelope = 'MAIL FROM:<app@example.com>\r\nRCPT TO:<ann@example.net>\r\nDATA\r\n';
   const codes = (replies: string[]) => replies.map((r) => r.slice(0, 3));
   try {
@@ -221,7 +210,6 @@ test('a pipelining client\'s next MAIL, RCPT and DATA behind a message\'s conten
     s.close();
     assert.equal(await emailCount(alpha.projectId), before + 2);
   } finally {
-    proto._write = _write;
-    proto._writev = _writev;
+    restore();
   }
 });

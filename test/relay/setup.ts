@@ -161,3 +161,23 @@ export function message(headers: Record<string, string>, body = 'Hello from the 
 }
 
 export const emailIdOf = (reply: string) => /queued as (email_[0-9A-Z]{26})$/.exec(reply)?.[1];
+
+/**
+ * A multipart/alternative message whose text (quoted-printable) and html (base64) both read
+ * "Grüße, Ann.", under `headers` (From, To, Subject).
+ */
+export function multipartMessage(headers: Record<string, string>): string {
+  return message({ ...headers, 'MIME-Version': '1.0', 'Content-Type': 'multipart/alternative; boundary="b1"' }, [
+    '--b1',
+    'Content-Type: text/plain; charset=utf-8',
+    'Content-Transfer-Encoding: quoted-printable',
+    '',
+    'Gr=C3=BC=C3=9Fe, Ann.',
+    '--b1',
+    'Content-Type: text/html; charset=utf-8',
+    'Content-Transfer-Encoding: base64',
+    '',
+    Buffer.from('<p>Grüße, <b>Ann</b>.</p>').toString('base64'),
+    '--b1--',
+  ].join('\r\n'));
+}

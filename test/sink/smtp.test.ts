@@ -1,11 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import net from 'node:net';
 import { promisify } from 'node:util';
 import { createTestContext } from '../helpers/app.ts';
 import { revokeApiKey } from '../../src/keys/service.ts';
 import { caughtId, smtpClient, smtpDialog, startSink } from './helpers.ts';
+import { recordSocketWrites } from '../helpers/socket-writes.ts';
 
 const LIMIT = 65536;
 const ctx = await createTestContext({ env: { SINK_SMTP_PORT: '0', EMAIL_MAX_MESSAGE_BYTES: String(LIMIT) } });
@@ -204,19 +204,8 @@ test('the sink serves at most 100 connections at once; the next is turned away w
 
 test('the replies to a pipelined MAIL, RCPT and DATA leave the sink in one write', async () => {
   const { key, projectId } = await ctx.tenant();
-  // Every write of the sink's sockets, as the stream hands it to the socket: one entry a write.
-  type SocketWrites = { _write: (chunk: unknown, ...rest: unknown[]) => unknown; _writev: (chunks: { chunk: unknown }[], ...rest: unknown[]) => unknown };
-  const proto = net.Socket.prototype as unknown as SocketWrites;
-  const { _write, _writev } = proto;
-  const writes: string[][] = [];
-  proto._write = function (this: net.Socket, chunk: unknown, ...rest: unknown[]) {
-    if (this.localPort === sink.port) writes.push([String(chunk)]);
-    return _write.call(this, chunk, ...rest);
-  };
-  proto._writev = function (this: net.Socket, chunks: { chunk: unknown }[], ...rest: unknown[]) {
-    if (this.localPort === sink.port) writes.push(chunks.map((c) => String(c.chunk)));
-    return _writev.call(this, chunks, ...rest);
-  };
+  // Every write of the sink's sockets.
+  const { writes, restore } = recordSocketWrites(sink.port);
   try {
     const s = await smtpDialog(sink.port);
     await s.send('EHLO client.test');
@@ -230,8 +219,7 @@ test('the replies to a pipelined MAIL, RCPT and DATA leave the sink in one write
     assert.equal((await s.send('QUIT')).code, 221);
     s.close();
   } finally {
-    proto._write = _write;
-    proto._writev = _writev;
+    restore();
   }
   assert.equal(await count(projectId), 1);
 });
