@@ -53,6 +53,11 @@ const trackingEvents = new Counter({
   labelNames: ['type'] as const,
   registers: [registry],
 });
+const trackingHitsUnrecorded = new Counter({
+  name: 'mailroom_tracking_hits_unrecorded_total',
+  help: 'Opens and clicks answered but not recorded: past the 100 of their type an email records, or of an email no longer there.',
+  registers: [registry],
+});
 const sinkMessages = new Counter({
   name: 'mailroom_sink_messages_total',
   help: 'Messages caught and stored by the SMTP sink.',
@@ -100,6 +105,9 @@ export function recordEventIngested(type: string) {
 }
 export function recordTrackingEvent(type: 'email.opened' | 'email.clicked', count = 1) {
   trackingEvents.inc({ type }, count);
+}
+export function recordTrackingHitsUnrecorded(count: number) {
+  trackingHitsUnrecorded.inc(count);
 }
 export function recordSinkMessage() {
   sinkMessages.inc();

@@ -13,6 +13,13 @@ export async function trackedLink(sql: Sql, projectId: string, emailId: string, 
   return row?.url ?? undefined;
 }
 
+/**
+ * Opens (and clicks) an email records at most: past them a hit is answered as usual and recorded
+ * nowhere, so whoever holds a token (a forwarded message, a scanner in a loop) cannot grow the
+ * events table and its webhook deliveries without bound.
+ */
+export const RECORDED_HITS_PER_EMAIL = 100;
+
 /** One open or click, as the routes saw it. */
 export type TrackingHit = {
   id: string;
@@ -29,13 +36,20 @@ export type TrackingHit = {
  * recipients and tags, the first of each kind the email's `opened_at` or `clicked_at`, at the
  * time its request came in (an email already marked is not touched, so a burst of opens of one email does not queue on its row), and
  * the project's daily counters, and the webhook deliveries and flush jobs, as every event has. Hits of emails not found (or not of
- * the project in the token) record nothing. Yields the types recorded.
+ * the project in the token), and those past RECORDED_HITS_PER_EMAIL of their type, record nothing. Yields the types recorded.
  */
 export function recordHitsStatement(sql: Sql | TxSql, hits: TrackingHit[]) {
   const rows = hits.map((h) => ({ id: h.id, project_id: h.projectId, email_id: h.emailId, type: h.type, at: h.at, data: h.data }));
   return sql<{ types: string[]; jobs: number | null }[]>`
     with hits as (
       select * from jsonb_to_recordset(${sql.json(rows as never)}) as h(id text, project_id text, email_id text, type text, at timestamptz, data jsonb)),
+    ranked as (
+      select h.*, row_number() over (partition by h.project_id, h.email_id, h.type order by h.id) as nth from hits h),
+    kept as (
+      select r.* from ranked r
+      where r.nth + (select count(*) from (
+        select 1 from events ev where ev.email_id = r.email_id and ev.project_id = r.project_id and ev.type = r.type
+        limit ${RECORDED_HITS_PER_EMAIL}) seen) <= ${RECORDED_HITS_PER_EMAIL}),
     firsts as (
       update emails e set
         opened_at = least(e.opened_at, f.opened_at),
@@ -51,7 +65,7 @@ export function recordHitsStatement(sql: Sql | TxSql, hits: TrackingHit[]) {
       insert into events (id, project_id, email_id, type, data)
       select h.id, e.project_id, e.id, h.type,
         h.data || jsonb_build_object('to', to_jsonb(e.to_addresses || e.cc_addresses), 'tags', coalesce(e.tags, '[]'::jsonb))
-      from hits h join emails e on e.id = h.email_id and e.project_id = h.project_id
+      from kept h join emails e on e.id = h.email_id and e.project_id = h.project_id
       order by h.id
       returning id, project_id, email_id, type),
     counted as (${countEvents(sql, sql`new_events`)}),

@@ -1,7 +1,7 @@
 import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
-import { recordTrackingEvent } from '../platform/metrics.ts';
+import { recordTrackingEvent, recordTrackingHitsUnrecorded } from '../platform/metrics.ts';
 import { recordHitsStatement, type TrackingHit } from './queries.ts';
 
 /**
@@ -12,7 +12,9 @@ import { recordHitsStatement, type TrackingHit } from './queries.ts';
 const committerFor = groupCommitPerPool((sql) => new GroupCommit<TrackingHit, void>(
   async (hits) => {
     const [row] = await recordHitsStatement(sql, hits);
-    for (const type of row?.types ?? []) recordTrackingEvent(type as TrackingHit['type']);
+    const types = row?.types ?? [];
+    for (const type of types) recordTrackingEvent(type as TrackingHit['type']);
+    if (types.length < hits.length) recordTrackingHitsUnrecorded(hits.length - types.length);
     return hits.map(() => undefined);
   },
   { maxInFlight: 4 },

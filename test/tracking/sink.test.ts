@@ -6,7 +6,7 @@ import { waitFor } from '../helpers/wait.ts';
 import { settled } from '../sending/fixtures.ts';
 import { fakeDns, webhookWorker } from '../webhooks/helpers.ts';
 import { createEndpoint } from '../../src/webhooks/service.ts';
-import { recordHitsStatement, type TrackingHit } from '../../src/tracking/queries.ts';
+import { RECORDED_HITS_PER_EMAIL, recordHitsStatement, type TrackingHit } from '../../src/tracking/queries.ts';
 import { newId } from '../../src/platform/ids.ts';
 
 // A sink project trying tracking locally with the per-email switches (§15.1), end to end: the
@@ -167,6 +167,27 @@ test('opened_at and clicked_at are the times the requests came in, whichever bat
   await recordHitsStatement(ctx.sql, [hit('email.opened', openedAt)]);
   const [row] = await ctx.sql<[{ openedAt: Date; clickedAt: Date }]>`select opened_at, clicked_at from emails where id = ${id} and project_id = ${projectId}`;
   assert.deepEqual([row.openedAt.toISOString(), row.clickedAt.toISOString()], [openedAt, clickedAt]);
+});
+
+test('an email records at most 100 opens: past them the pixel still answers, and records nothing', async () => {
+  const { id, caught } = await send({ track_opens: true });
+  const token = pixel.exec(caught.html)![1]!;
+  const open = (): TrackingHit => ({ id: newId('event'), projectId, emailId: id, type: 'email.opened', at: new Date().toISOString(), data: { user_agent: 'x', machine: false } });
+  const opens = async () => (await ctx.sql<[{ n: number }]>`
+    select count(*)::int as n from events where email_id = ${id} and project_id = ${projectId} and type = 'email.opened'`)[0].n;
+
+  await recordHitsStatement(ctx.sql, Array.from({ length: 98 }, open));
+  const [row] = await recordHitsStatement(ctx.sql, Array.from({ length: 5 }, open));
+  assert.deepEqual(row!.types, ['email.opened', 'email.opened'], 'two of a batch of five fit under 100');
+  assert.equal(await opens(), RECORDED_HITS_PER_EMAIL);
+
+  const unrecorded = async () => Number((await (await ctx.app.request('/metrics')).text()).match(/^mailroom_tracking_hits_unrecorded_total (\d+)/m)?.[1] ?? 0);
+  const before = await unrecorded();
+  const res = await ctx.app.request(`/t/o/${token}`);
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-type'), 'image/gif');
+  await waitFor('the hit counted as unrecorded', async () => (await unrecorded()) > before);
+  assert.equal(await opens(), RECORDED_HITS_PER_EMAIL);
 });
 
 test('a burst of opens is recorded through the group commit: many opens share a transaction', async () => {
