@@ -315,11 +315,6 @@ export async function giveUpLeaseLate(sql: Sql, email: ClaimedEmail): Promise<bo
 }
 
 /**
- * `sent` (plus `delivered` for the sink, which is the receiving server) with its events, their
- * webhook deliveries and jobs: one statement, one round trip. False if the lease was lost, and
- * then nothing is recorded.
- */
-/**
  * Stores the text and html the worker read from a relayed email's message, so that reads (a list
  * page of 100 relayed emails, say) no longer parse the message each time; empty for other mail.
  * Bodies already there (or purged meanwhile) are kept.
@@ -329,6 +324,11 @@ const storeBodiesRead = (tx: TxSql | Sql, email: ClaimedEmail) => (email.bodiesR
       text = case when body_purged then text else coalesce(text, ${email.bodiesRead.text}) end,`
   : tx``);
 
+/**
+ * `sent` (plus `delivered` for the sink, which is the receiving server) with its events, their
+ * webhook deliveries and jobs: one statement, one round trip. False if the lease was lost, and
+ * then nothing is recorded.
+ */
 export async function markSent(sql: Sql, email: ClaimedEmail, providerMessageId: string, delivered: boolean, events: EmailEvent[]) {
   const [row] = await commitShared(sql, (tx) => recordEventsStatement(tx, tx`
     update emails set status = 'sent', sent_at = now(), provider_message_id = ${providerMessageId},

@@ -129,7 +129,6 @@ export async function startRelay(deps: RelayDeps): Promise<RelayServer> {
         callback(asCallbackError(new SmtpReply(454, '4.7.0', 'Temporary authentication failure; try again')));
       });
     },
-
     // Answered at once (smtp-server's default waits a turn), so a pipelining client's MAIL, RCPT
     // and DATA are answered in one write.
     onMailFrom(_address, _session, callback) {

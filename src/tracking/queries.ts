@@ -33,10 +33,11 @@ export type TrackingHit = {
 
 /**
  * Many opens and clicks in one statement: each an event whose `data` gains the email's visible
- * recipients and tags, the first of each kind the email's `opened_at` or `clicked_at`, at the
- * time its request came in (an email already marked is not touched, so a burst of opens of one email does not queue on its row), and
- * the project's daily counters, and the webhook deliveries and flush jobs, as every event has. Hits of emails not found (or not of
- * the project in the token), and those past RECORDED_HITS_PER_EMAIL of their type, record nothing. Yields the types recorded.
+ * recipients and tags; the first of each kind the email's `opened_at` or `clicked_at`, at the time
+ * its request came in (an email already marked is not touched, so a burst of opens of one email
+ * does not queue on its row); the project's daily counters; and the webhook deliveries and flush
+ * jobs, as every event has. Hits of emails not found (or not of the project in the token), and
+ * those past RECORDED_HITS_PER_EMAIL of their type, record nothing. Yields the types recorded.
  */
 export function recordHitsStatement(sql: Sql | TxSql, hits: TrackingHit[]) {
   const rows = hits.map((h) => ({ id: h.id, project_id: h.projectId, email_id: h.emailId, type: h.type, at: h.at, data: h.data }));
