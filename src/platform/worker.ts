@@ -21,6 +21,12 @@ const QUERY_TIMEOUT_MS = 10_000;
 const START_TIMEOUT_MS = 5_000;
 /** The heartbeat naming a new runner's pool, written right after it starts, waits no longer than this. */
 const BEAT_TIMEOUT_MS = 2_000;
+/**
+ * Job fetches failing in a row after which a runner is replaced. graphile-worker 0.18.0 looks up
+ * its task ids once per runner and keeps the answer, a failed one too: a runner whose first lookup
+ * met a connection the server was ending fails every fetch after it, and never runs a job again.
+ */
+const FETCH_FAILURES_BEFORE_REPLACING = 3;
 
 export type WorkerHandle = {
   /** The job runner now; a new one after each restart. */
@@ -78,12 +84,13 @@ export async function startWorker(opts: {
     return pool;
   };
 
-  type Current = { runner: Runner; pgPool: pg.Pool; poolId: string; shuttingDown: boolean; ended: boolean };
+  type Current = { runner: Runner; pgPool: pg.Pool; poolId: string; shuttingDown: boolean; ended: boolean; fetchFailures: number };
   const startRunner = async (): Promise<Current> => {
     const events = new EventEmitter() as NonNullable<Parameters<typeof run>[0]['events']>;
     const pgPool = newPgPool();
-    const current: Current = { runner: undefined as unknown as Runner, pgPool, poolId: '', shuttingDown: false, ended: false };
+    const current: Current = { runner: undefined as unknown as Runner, pgPool, poolId: '', shuttingDown: false, ended: false, fetchFailures: 0 };
     events.on('pool:create', ({ workerPool }) => { current.poolId = workerPool.id; });
+    events.on('localQueue:getJobs:complete', () => { current.fetchFailures = 0; });
     events.on('pool:gracefulShutdown', ({ message }) => {
       current.shuttingDown = true;
       if (!stopping) void restart(current, message);
@@ -110,6 +117,11 @@ export async function startWorker(opts: {
       },
       logger: new WorkerLogger((scope) => (level, message, meta) => {
         // A line per completed job is debug noise at production volume; failures stay visible.
+        // Fetches failing in a row: while the database is away that is expected (the new runner
+        // waits for it), after it is back it means this runner can no longer fetch at all.
+        if (message.startsWith('Error occurred fetching jobs') && ++current.fetchFailures >= FETCH_FAILURES_BEFORE_REPLACING && !stopping && !current.shuttingDown) {
+          void restart(current, `${current.fetchFailures} job fetches in a row failed`);
+        }
         const routine = level === 'info' && message.startsWith('Completed task');
         const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' && !routine ? 'info' : 'debug';
         log[method]({ ...scope, ...(meta ?? {}) }, message);
@@ -133,11 +145,14 @@ export async function startWorker(opts: {
    * shutdown can wait for good on a worker whose completion failed) and a new one is started as
    * soon as the database answers. The old pool is declared ended and its jobs released: they run
    * again on the new runner, where a job whose email this process still holds finds the lease
-   * and waits for it.
+   * and waits for it. A runner still up whose fetches keep failing is replaced the same way, and
+   * asked to stop.
    */
   const restart = (old: Current, reason: string) => {
     if (old !== current || restarting) return restarting;
-    log.warn({ pool: old.poolId, reason }, 'the job runner shut down on its own after a database error; starting a new one');
+    log.warn({ pool: old.poolId, reason }, old.shuttingDown || old.ended
+      ? 'the job runner shut down on its own after a database error; starting a new one'
+      : 'the job runner can no longer fetch jobs; starting a new one');
     restarting = (async () => {
       for (let i = 0; !stopping; i++) {
         try {
@@ -163,7 +178,12 @@ export async function startWorker(opts: {
             void started.then((late) => late.runner.stop().catch(() => {}).then(() => late.pgPool.end()).catch(() => {}), () => {});
             throw new Error(`the job runner did not start within ${START_TIMEOUT_MS / 1000} s`);
           }
-          // The old runner keeps its pool until it has finished its own shutdown.
+          // The old runner keeps its pool until it has finished its own shutdown. One that was still
+          // running (its fetches failing) is asked to stop: what it runs now ends first.
+          if (!old.shuttingDown && !old.ended) {
+            old.shuttingDown = true;
+            void old.runner.stop().catch(() => {});
+          }
           void old.runner.promise.catch(() => {}).then(() => old.pgPool.end()).catch(() => {});
           current = next;
           restarts++;

@@ -117,6 +117,35 @@ test('a runner shut down by itself while a job keeps it from finishing is replac
   }
 });
 
+test('a runner whose first lookup of its task ids meets a connection the server ends, and so fails every fetch after it, is replaced and the jobs run', async () => {
+  const ran: string[] = [];
+  // The lookup's INSERT waits on this lock, and its connection is ended while it waits.
+  const locker = await sql.reserve();
+  await locker`begin`;
+  await locker`lock table graphile_worker._private_tasks in access exclusive mode`;
+  let locked = true;
+  const starting = startWorker({ databaseUrl: url, sql, log, concurrency: 1, deadAfterSeconds: 30, taskList: { noted: async (p) => { ran.push((p as { n: string }).n); } } });
+  let handle: Awaited<typeof starting> | undefined;
+  try {
+    await waitUntil(async () => (await sql`
+      select pg_terminate_backend(pid) from pg_stat_activity
+      where datname = current_database() and application_name = 'mailroom-worker' and wait_event_type = 'Lock' and query like '%_private_tasks%'`).length === 1, 10_000);
+    await locker`rollback`;
+    locked = false;
+    handle = await starting;
+    const first = handle.runner;
+    await sql`select graphile_worker.add_job('noted', '{"n":"after"}')`;
+    // Three failed fetches a second apart, then a new runner.
+    await waitUntil(() => ran.includes('after'), 10_000);
+    assert.equal(handle.restarts, 1);
+    assert.notEqual(handle.runner, first, 'a new runner ran the job');
+  } finally {
+    if (locked) await locker`rollback`.catch(() => {});
+    locker.release();
+    await (handle ?? await starting).stop();
+  }
+});
+
 test('after an outage, a worker declares no other pool ended until it has itself beaten for the whole dead-after window', async () => {
   await sql`delete from worker_heartbeats`;
   // Another pool's row went stale while the database was away; that pool is alive and about to beat.

@@ -1,3 +1,4 @@
+import { appendFileSync } from 'node:fs';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
@@ -44,7 +45,11 @@ test('a worker whose connections the server ends mid-batch, as a restart or fail
     // `restart: unless-stopped` does.
     const start = () => {
       const child = startWorkerProcess(env, 'pipe');
-      child.stdout!.on('data', (d: Buffer) => { workerLog = (workerLog + d.toString()).slice(-50_000); });
+      child.stdout!.on('data', (d: Buffer) => {
+        workerLog = (workerLog + d.toString()).slice(-50_000);
+        // For looking into a failure: the worker's whole log, written where this names.
+        if (process.env.RESTART_TEST_LOG_DIR) appendFileSync(`${process.env.RESTART_TEST_LOG_DIR}/database-restart-worker.log`, d);
+      });
       return child;
     };
     let worker = start();

@@ -17,6 +17,25 @@ import { newId } from '../../src/platform/ids.ts';
 import type { Config } from '../../src/platform/config.ts';
 
 const redisUrl = await testRedisUrl();
+
+/** For a failure: what the database says of the emails not sent, each with its job, if any. */
+async function unsentState(sql: ReturnType<typeof createSql>): Promise<string> {
+  try {
+    const rows = await Promise.race([
+      sql`
+        select e.status, e.attempt_count, e.lease_owner, round(extract(epoch from e.lease_expires_at - now()))::int as lease_left_s,
+          j.locked_by, round(extract(epoch from j.run_at - now()))::int as run_in_s, j.attempts, left(j.last_error, 80) as last_error
+        from emails e left join graphile_worker.jobs j on j.key = e.id
+        where e.status <> 'sent' order by e.id limit 40`,
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('no answer within 5 s')), 5000)),
+    ]);
+    const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from emails where status <> 'sent'`;
+    const heartbeats = await sql`select pool_id, ended_at is not null as ended, round(extract(epoch from now() - last_seen_at))::int as silent_s from worker_heartbeats order by last_seen_at desc limit 12`;
+    return `${n} unsent\n${rows.map((r) => JSON.stringify(r)).join('\n')}\n--- heartbeats\n${heartbeats.map((r) => JSON.stringify(r)).join('\n')}`;
+  } catch (err) {
+    return `could not read: ${(err as Error).message}`;
+  }
+}
 const TOTAL = 1000;
 const RESTARTS = 3;
 
@@ -108,7 +127,7 @@ test('PostgreSQL restarted three times while 1,000 emails drain through SES: non
     assert.deepEqual([...workers.map((w) => w.exitCode), await api.exited], [0, 0, 0]);
   } catch (err) {
     const serious = (l: string) => l.split('\n').filter((line) => /"level":60|runner|not recorded|given up/.test(line)).map((line) => line.slice(0, 200)).slice(-40).join('\n');
-    throw new Error(`${(err as Error).message}\n--- worker errors\n${logs.map(serious).join('\n---\n')}`);
+    throw new Error(`${(err as Error).message}\n--- worker errors\n${logs.map(serious).join('\n---\n')}\n--- unsent emails and their jobs\n${await unsentState(sql)}`);
   } finally {
     for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
     // SIGTERM, which tsx passes on: SIGKILL would end tsx alone and leave the API running.
