@@ -116,12 +116,12 @@ export async function startWorker(opts: {
         },
       },
       logger: new WorkerLogger((scope) => (level, message, meta) => {
-        // A line per completed job is debug noise at production volume; failures stay visible.
         // Fetches failing in a row: while the database is away that is expected (the new runner
         // waits for it), after it is back it means this runner can no longer fetch at all.
         if (message.startsWith('Error occurred fetching jobs') && ++current.fetchFailures >= FETCH_FAILURES_BEFORE_REPLACING && !stopping && !current.shuttingDown) {
           void restart(current, `${current.fetchFailures} job fetches in a row failed`);
         }
+        // A line per completed job is debug noise at production volume; failures stay visible.
         const routine = level === 'info' && message.startsWith('Completed task');
         const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' && !routine ? 'info' : 'debug';
         log[method]({ ...scope, ...(meta ?? {}) }, message);
