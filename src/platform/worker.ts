@@ -81,7 +81,7 @@ export async function startWorker(opts: {
     const lost = (err: Error) => log.warn({ err: err.message }, 'worker database connection lost');
     pool.on('error', lost);
     pool.on('connect', (client) => client.on('error', lost));
-    return pool;
+    return releasingOnce(pool, () => log.debug('a pool client was released a second time; ignored'));
   };
 
   type Current = { runner: Runner; pgPool: pg.Pool; poolId: string; shuttingDown: boolean; ended: boolean; fetchFailures: number };
@@ -137,9 +137,11 @@ export async function startWorker(opts: {
     return current;
   };
 
-  let current = await startRunner();
-  const firstPoolId = current.poolId;
+  // Declared before the first runner starts: its events may ask for a restart while it starts.
+  let current!: Current;
   let restarting: Promise<void> | undefined;
+  current = await startRunner();
+  const firstPoolId = current.poolId;
   /**
    * A runner graphile-worker shut down by itself is left to finish in its own time (0.18.0's own
    * shutdown can wait for good on a worker whose completion failed) and a new one is started as
@@ -148,7 +150,8 @@ export async function startWorker(opts: {
    * and waits for it. A runner still up whose fetches keep failing is replaced the same way, and
    * asked to stop.
    */
-  const restart = (old: Current, reason: string) => {
+  function restart(old: Current, reason: string): Promise<void> | undefined {
+    // Before the first runner is in place (`current` unset) there is nothing to replace yet.
     if (old !== current || restarting) return restarting;
     log.warn({ pool: old.poolId, reason }, old.shuttingDown || old.ended
       ? 'the job runner shut down on its own after a database error; starting a new one'
@@ -204,7 +207,7 @@ export async function startWorker(opts: {
       if (!stopping && current.shuttingDown) void restart(current, 'the new job runner shut down as it started');
     });
     return restarting;
-  };
+  }
 
   // The first beat, and one every ten minutes, sweeps the locked jobs; the others only read the
   // heartbeats, so a beat costs the same whatever the backlog. A pool is declared ended only by a
@@ -251,6 +254,36 @@ export async function startWorker(opts: {
       await sql`update worker_heartbeats set last_seen_at = '-infinity', ended_at = now() where pool_id = any(${ids()}::text[])`.catch(() => {});
     },
   };
+}
+
+type ConnectCallback = (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: Error | boolean) => void) => void;
+
+/**
+ * The pool, with each client it hands out released at most once: a second release is ignored
+ * (`onSecond` is told). graphile-worker 0.18.0 releases its LISTEN client twice when the LISTEN
+ * fails after a shutdown already let the client go, as a database restart can arrange; pg-pool
+ * throws on the second release, inside a promise nobody handles, and the process would stop on
+ * it. Only public API is used: `connect` in both its forms, and each client's `release`.
+ */
+export function releasingOnce(pool: pg.Pool, onSecond: () => void): pg.Pool {
+  const connect = pool.connect.bind(pool) as unknown as (callback?: ConnectCallback) => Promise<pg.PoolClient> | undefined;
+  const guard = (client: pg.PoolClient) => {
+    const release = client.release.bind(client);
+    let released = false;
+    const once = (err?: Error | boolean) => {
+      if (released) return onSecond();
+      released = true;
+      release(err);
+    };
+    client.release = once;
+    return once;
+  };
+  pool.connect = ((callback?: ConnectCallback) => {
+    if (!callback) return connect()!.then((client) => { guard(client); return client; });
+    connect((err, client, done) => callback(err, client, client ? guard(client) : done));
+    return undefined;
+  }) as typeof pool.connect;
+  return pool;
 }
 
 /**

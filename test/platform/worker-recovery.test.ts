@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestDatabase } from '../helpers/db.ts';
 import { createLogger } from '../../src/platform/log.ts';
-import { releaseJobsOfDeadPools, releaseJobsOfStalePools, startWorker } from '../../src/platform/worker.ts';
+import pg from 'pg';
+import { releaseJobsOfDeadPools, releaseJobsOfStalePools, releasingOnce, startWorker } from '../../src/platform/worker.ts';
 import { createSql } from '../../src/platform/db.ts';
 
 const { sql, url } = await createTestDatabase();
@@ -143,6 +144,37 @@ test('a runner whose first lookup of its task ids meets a connection the server 
     if (locked) await locker`rollback`.catch(() => {});
     locker.release();
     await (handle ?? await starting).stop();
+  }
+});
+
+test('a worker pool client released twice is let go once, in both forms of connect, and queries still work', async () => {
+  let seconds = 0;
+  const pool = releasingOnce(new pg.Pool({ connectionString: url, max: 2 }), () => { seconds++; });
+  // What pg-pool does without the guard: the second release throws.
+  const bare = new pg.Pool({ connectionString: url, max: 1 });
+  try {
+    const client = await bare.connect();
+    client.release();
+    assert.throws(() => client.release(), /already been released/);
+
+    const promised = await pool.connect();
+    promised.release();
+    promised.release();
+    // The form graphile-worker's LISTEN client comes by, with its release as the third argument.
+    await new Promise<void>((resolve, reject) => pool.connect((err, called, done) => {
+      if (err || !called) return reject(err);
+      done();
+      done();
+      called.release();
+      resolve();
+    }));
+    assert.equal(seconds, 3);
+    const { rows } = await pool.query('select 1 as one');
+    assert.equal(rows[0].one, 1);
+    assert.equal(pool.totalCount - pool.idleCount, 0, 'no client is left checked out');
+  } finally {
+    await pool.end();
+    await bare.end();
   }
 });
 
