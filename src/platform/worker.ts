@@ -27,6 +27,8 @@ const BEAT_TIMEOUT_MS = 2_000;
  * met a connection the server was ending fails every fetch after it, and never runs a job again.
  */
 const FETCH_FAILURES_BEFORE_REPLACING = 3;
+/** How long the first runner's start waits for a database that is restarting or failing over. */
+const FIRST_START_PATIENCE_MS = 60_000;
 
 export type WorkerHandle = {
   /** The job runner now; a new one after each restart. */
@@ -140,7 +142,19 @@ export async function startWorker(opts: {
   // Declared before the first runner starts: its events may ask for a restart while it starts.
   let current!: Current;
   let restarting: Promise<void> | undefined;
-  current = await startRunner();
+  // A database restarting as the worker starts is waited out, as it is later on: the process
+  // stays up. One that refuses us (a wrong password, no such database) fails the start at once.
+  const giveUpAt = performance.now() + FIRST_START_PATIENCE_MS;
+  for (let i = 0; ; i++) {
+    try {
+      current = await startRunner();
+      break;
+    } catch (err) {
+      if (!isDatabaseAway(err) || performance.now() > giveUpAt) throw err;
+      if (i === 0) log.warn({ err: (err as Error).message }, 'the database is away as the worker starts; waiting for it');
+      await sleep(RESTART_RETRY_MS[Math.min(i, RESTART_RETRY_MS.length - 1)]!);
+    }
+  }
   const firstPoolId = current.poolId;
   /**
    * A runner graphile-worker shut down by itself is left to finish in its own time (0.18.0's own
@@ -231,7 +245,10 @@ export async function startWorker(opts: {
     await releaseJobsOfDeadPools(sql, log, deadAfterSeconds);
     lastFullSweep = performance.now();
   };
-  await beat();
+  // The first runner shut down by a database error while it started, before a restart could
+  // replace it: replaced now. A first beat the database refuses is made at the next one.
+  if (current.shuttingDown || current.ended) void restart(current, 'the job runner shut down as it started');
+  await beat().catch((err: unknown) => log.warn({ err: (err as Error).message }, 'worker heartbeat failed'));
   let beating: Promise<void> = Promise.resolve();
   const timer = setInterval(() => {
     beating = beat().catch((err) => log.warn({ err: (err as Error).message }, 'worker heartbeat failed'));
@@ -254,6 +271,17 @@ export async function startWorker(opts: {
       await sql`update worker_heartbeats set last_seen_at = '-infinity', ended_at = now() where pool_id = any(${ids()}::text[])`.catch(() => {});
     },
   };
+}
+
+/**
+ * Whether an error means the database is restarting or out of reach (refused, reset, ended,
+ * starting up, shutting down, a connect timeout), rather than refusing us for good.
+ */
+export function isDatabaseAway(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const { code, message } = err as { code?: unknown; message?: unknown };
+  if (typeof code === 'string' && (/^(57P0[123]|08)/.test(code) || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN'].includes(code))) return true;
+  return typeof message === 'string' && /Connection terminated|timeout exceeded when trying to connect/.test(message);
 }
 
 type ConnectCallback = (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: Error | boolean) => void) => void;

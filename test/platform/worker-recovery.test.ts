@@ -3,8 +3,9 @@ import assert from 'node:assert/strict';
 import { createTestDatabase } from '../helpers/db.ts';
 import { createLogger } from '../../src/platform/log.ts';
 import pg from 'pg';
-import { releaseJobsOfDeadPools, releaseJobsOfStalePools, releasingOnce, startWorker } from '../../src/platform/worker.ts';
+import { isDatabaseAway, releaseJobsOfDeadPools, releaseJobsOfStalePools, releasingOnce, startWorker } from '../../src/platform/worker.ts';
 import { createSql } from '../../src/platform/db.ts';
+import { startPrivatePostgres } from '../helpers/private-pg.ts';
 
 const { sql, url } = await createTestDatabase();
 const log = createLogger('silent');
@@ -176,6 +177,42 @@ test('a worker pool client released twice is let go once, in both forms of conne
     await pool.end();
     await bare.end();
   }
+});
+
+test('a worker that starts while its database restarts waits for it and then runs jobs; one the database refuses fails at once', async () => {
+  const server = await startPrivatePostgres();
+  const privateUrl = await server.createDatabase('mailroom');
+  const privateSql = createSql(privateUrl, { max: 2 });
+  const ran: string[] = [];
+  let handle: Awaited<ReturnType<typeof startWorker>> | undefined;
+  try {
+    await server.stop();
+    const starting = startWorker({ databaseUrl: privateUrl, sql: privateSql, log, concurrency: 1, deadAfterSeconds: 30, taskList: { noted: async (p) => { ran.push((p as { n: string }).n); } } });
+    let settled = false;
+    void starting.then(() => { settled = true; }, () => { settled = true; });
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(settled, false, 'the start waits while the database is away');
+    await server.start();
+    handle = await starting;
+    await privateSql`select graphile_worker.add_job('noted', '{"n":"after"}')`;
+    await waitUntil(() => ran.includes('after'), 10_000);
+
+    await assert.rejects(
+      startWorker({ databaseUrl: server.urlFor('no_such_database'), sql: privateSql, log, concurrency: 1, taskList: { noted: async () => {} } }),
+      (err: Error) => !isDatabaseAway(err) && /does not exist/.test(err.message),
+    );
+  } finally {
+    await handle?.stop();
+    await privateSql.end({ timeout: 1 });
+  }
+});
+
+test('errors of a database that is away are told from errors of one that refuses', () => {
+  for (const code of ['ECONNREFUSED', 'ECONNRESET', '57P01', '57P03', '08006']) assert.equal(isDatabaseAway({ code }), true, code);
+  assert.equal(isDatabaseAway(new Error('Connection terminated unexpectedly')), true);
+  assert.equal(isDatabaseAway(new Error('timeout exceeded when trying to connect')), true);
+  for (const code of ['28P01', '3D000', '42P01']) assert.equal(isDatabaseAway({ code }), false, code);
+  assert.equal(isDatabaseAway(undefined), false);
 });
 
 test('after an outage, a worker declares no other pool ended until it has itself beaten for the whole dead-after window', async () => {
