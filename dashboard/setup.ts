@@ -27,8 +27,23 @@ export function ownerSetupUrl(config: Pick<Config, 'publicBaseUrl' | 'secretKey'
   return `${config.publicBaseUrl ?? listeningUrl}/dashboard/signup?token=${ownerSetupToken(config.secretKey)}`;
 }
 
-/** At an API's start in production, while no owner exists: one log line with the setup link. */
-export async function logOwnerSetup(sql: Sql, config: Config, log: Logger, listeningUrl: string) {
-  if (config.development || await ownerExists(sql)) return;
-  log.info({ setup_url: ownerSetupUrl(config, listeningUrl) }, 'owner setup');
+/** How soon the owner check is made again when the database did not answer it. */
+const OWNER_CHECK_RETRY_MS = 1000;
+
+/**
+ * At an API's start in production, while no owner exists: one log line with the setup link. A
+ * database restarting as the API starts does not stop the API: the check is made again each
+ * second, in the background, until the database answers it.
+ */
+export async function logOwnerSetup(sql: Sql, config: Config, log: Logger, listeningUrl: string, attempt = 0): Promise<void> {
+  if (config.development) return;
+  let exists: boolean;
+  try {
+    exists = await ownerExists(sql);
+  } catch (err) {
+    if (attempt === 0) log.warn({ err: (err as Error).message }, 'could not look for an owner yet; trying again each second');
+    setTimeout(() => void logOwnerSetup(sql, config, log, listeningUrl, attempt + 1), OWNER_CHECK_RETRY_MS).unref();
+    return;
+  }
+  if (!exists) log.info({ setup_url: ownerSetupUrl(config, listeningUrl) }, 'owner setup');
 }

@@ -5,6 +5,11 @@ import path from 'node:path';
 import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
 import { ROOT, spawnEntry } from '../helpers/process.ts';
 import { browser, OWNER } from './client.ts';
+import { pino } from 'pino';
+import { startPrivatePostgres } from '../helpers/private-pg.ts';
+import { createSql } from '../../src/platform/db.ts';
+import { logOwnerSetup } from '../../dashboard/setup.ts';
+import type { Config } from '../../src/platform/config.ts';
 
 const owners = async (sql: Awaited<ReturnType<typeof createTestContext>>['sql']) =>
   (await sql<{ n: number }[]>`select count(*)::int as n from owner_accounts`)[0]!.n;
@@ -46,6 +51,27 @@ test('production: sign-up without the setup link is 403; the API logs the link a
   await b.get('/dashboard/signup');
   assert.equal((await b.post('/dashboard/signup', OWNER)).res.status, 303);
   assert.equal(await owners(ctx.sql), 1);
+});
+
+test('an API that starts while its database restarts still logs the setup link, once the database answers', async () => {
+  const server = await startPrivatePostgres();
+  const url = await server.createDatabase('mailroom');
+  const sql = createSql(url, { max: 2 });
+  const lines: Array<{ msg: string }> = [];
+  const log = pino({ level: 'info' }, { write: (line: string) => { lines.push(JSON.parse(line)); } });
+  try {
+    await server.stop();
+    // Resolves at once, whatever the database does: the API's start never waits on it.
+    await logOwnerSetup(sql, { development: false, secretKey: TEST_SECRET_KEY } as Config, log, 'http://127.0.0.1:3000');
+    assert.deepEqual(lines.map((l) => l.msg), ['could not look for an owner yet; trying again each second']);
+    await server.start();
+    const deadline = Date.now() + 10_000;
+    while (!lines.some((l) => l.msg === 'owner setup') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(lines.filter((l) => l.msg === 'owner setup').length, 1);
+    assert.equal(lines.filter((l) => l.msg.startsWith('could not look')).length, 1, 'the wait is said once');
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
 });
 
 test('development needs no setup link', async () => {
