@@ -160,7 +160,11 @@ export async function startRelay(deps: RelayDeps): Promise<RelayServer> {
     { server: new RelaySmtpServer(options, requireTls), kind: 'starttls', port: relay.port },
   ];
   if (relay.smtpsPort !== undefined && tls) {
-    servers.push({ server: new RelaySmtpServer({ ...options, secure: true }, requireTls), kind: 'implicit-tls', port: relay.smtpsPort });
+    const implicit = new RelaySmtpServer({ ...options, secure: true }, requireTls);
+    // One set of connections for both listeners: smtp-server counts `maxClients` against it, so
+    // RELAY_MAX_CONNECTIONS bounds the relay as a whole, not each port.
+    implicit.connections = servers[0]!.server.connections;
+    servers.push({ server: implicit, kind: 'implicit-tls', port: relay.smtpsPort });
   }
   const listeners: RelayListener[] = [];
   const close = () => Promise.all(servers.map(({ server }) => new Promise<void>((resolve) => server.close(() => resolve())))).then(() => {});

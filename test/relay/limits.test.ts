@@ -13,6 +13,7 @@ import { freePort } from '../../bench/support.ts';
 const noTls = await startTestRelay({ env: { RELAY_TLS_CERT: '', RELAY_TLS_KEY: '' } });
 const plain = await startTestRelay({ env: { RELAY_ALLOW_PLAINTEXT_AUTH: 'yes' } });
 const limited = await startTestRelay({ env: { RELAY_MAX_CONNECTIONS: '2', RELAY_IDLE_TIMEOUT_SECONDS: '1' } });
+const limitedBoth = await startTestRelay({ smtps: true, env: { RELAY_MAX_CONNECTIONS: '2' } });
 const deadRedis = createRedis(`redis://127.0.0.1:${await freePort()}`, createLogger('silent'));
 const failOpen = new RedisRateLimiter(deadRedis, createLogger('silent'));
 const redisDown = await startTestRelay({ limiter: failOpen, env: { API_RATE_LIMIT_PER_MINUTE: '1' } });
@@ -67,6 +68,27 @@ test('RELAY_MAX_CONNECTIONS turns the next connection away with 421; an idle one
   assert.match(bye, /^421 /);
   await sleep(100);
   assert.equal(idle.closed, true);
+});
+
+test('RELAY_MAX_CONNECTIONS counts the STARTTLS and the implicit TLS listener together', async () => {
+  const ctx = limitedBoth;
+  const sessions: SmtpSession[] = [];
+  const open = async (port: number, tls: boolean) => {
+    const session = await SmtpSession.open(port, { tls });
+    sessions.push(session);
+    return session.greeting;
+  };
+  try {
+    assert.match(await open(ctx.port, false), /^220 /);
+    assert.match(await open(ctx.smtpsPort!, true), /^220 /);
+    assert.match(await open(ctx.smtpsPort!, true), /^421 /);
+    assert.match(await open(ctx.port, false), /^421 /);
+    for (const s of sessions.splice(0)) s.close();
+    await sleep(200);
+    assert.match(await open(ctx.smtpsPort!, true), /^220 /, 'a freed place is taken again');
+  } finally {
+    for (const s of sessions) s.close();
+  }
 });
 
 test('with Redis unreachable, messages are accepted unlimited', async () => {
