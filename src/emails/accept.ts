@@ -16,9 +16,9 @@ const committerFor = groupCommitPerPool((sql) => new GroupCommit<NewEmail, strin
     return emails.map((e) => e.id);
   },
   // Up to four batches in flight: at 32 connections, p99 fell from about 27 to 24 ms against two.
-  // But a batch beside another only once 8 wait: each transaction's add_jobs plans four statements
-  // afresh (about 1 ms of PostgreSQL), which batches of one or two from a few SMTP connections
-  // paid per email. The relay bench went from 0.41-0.44 of accept to 0.52-0.56, accept unchanged.
+  // But a batch beside another only once 8 wait: each transaction pays add_jobs's fixed cost (about
+  // 0.85 ms of PostgreSQL whatever its size), which batches of one or two from a few SMTP
+  // connections paid per email. Accept at 32 connections is unchanged by it (docs/benchmarks.md).
   { maxInFlight: 4, minToOverlap: 8 },
   (email) => writeAlone(sql, email),
 ));
