@@ -1,13 +1,21 @@
 import type { Sql } from '../platform/db.ts';
-import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
+import { GroupCommit, groupCommitPerPool, type Arrival } from '../platform/group-commit.ts';
 import { emailExists, insertQueuedEmails, type NewEmail } from './queries.ts';
 
 /**
  * Records a queued email and its job, sharing the transaction with the sends accepted at the same
  * moment. Resolves with the id only once the row is committed.
  */
-export function acceptQueued(sql: Sql, email: NewEmail): Promise<string> {
-  return committerFor(sql).run(email);
+export function acceptQueued(sql: Sql, email: NewEmail, arrival?: Arrival): Promise<string> {
+  return committerFor(sql).run(email, arrival);
+}
+
+/**
+ * Announces an email that will reach acceptQueued within a few milliseconds (an SMTP message
+ * whose content is arriving), so the transaction about to start can wait for it.
+ */
+export function announceQueued(sql: Sql): Arrival {
+  return committerFor(sql).announce();
 }
 
 const committerFor = groupCommitPerPool((sql) => new GroupCommit<NewEmail, string>(
@@ -17,9 +25,11 @@ const committerFor = groupCommitPerPool((sql) => new GroupCommit<NewEmail, strin
   },
   // Up to four batches in flight: at 32 connections, p99 fell from about 27 to 24 ms against two.
   // But a batch beside another only once 8 wait: each transaction pays add_jobs's fixed cost (about
-  // 0.85 ms of PostgreSQL whatever its size), which batches of one or two from a few SMTP
-  // connections paid per email. Accept at 32 connections is unchanged by it (docs/benchmarks.md).
-  { maxInFlight: 4, minToOverlap: 8 },
+  // 0.85 ms of PostgreSQL whatever its size). For the same reason a batch waits up to 2 ms for the
+  // relay's messages whose content is arriving: an SMTP connection has one message in flight, so 8
+  // connections made batches of three or four; waiting, the eight share one (docs/benchmarks.md).
+  // Accept at 32 connections announces nothing and is unchanged by either.
+  { maxInFlight: 4, minToOverlap: 8, maxArrivalWaitMs: 2 },
   (email) => writeAlone(sql, email),
 ));
 

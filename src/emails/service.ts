@@ -1,5 +1,6 @@
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
+import type { Arrival } from '../platform/group-commit.ts';
 import { newId } from '../platform/ids.ts';
 import { acceptQueued } from './accept.ts';
 import { parseBatch } from './batch.ts';
@@ -108,12 +109,12 @@ const isDuplicateMessageId = (err: unknown) =>
  * submitted_message_ids decides, so a new message costs no lookup and concurrent repeats yield one
  * email; an older holder of the Message-ID gives it up and the write is tried again.
  */
-export async function sendSubmitted(deps: SendDeps, projectId: string, submission: Submission): Promise<{ id: string; replayed: boolean }> {
+export async function sendSubmitted(deps: SendDeps, projectId: string, submission: Submission, arrival?: Arrival): Promise<{ id: string; replayed: boolean }> {
   const { sql } = deps;
   const messageId = submission.submitted.messageId;
   for (let attempt = 0; ; attempt++) {
     try {
-      return { id: await acceptQueued(sql, { ...submission, id: newId('email'), projectId }), replayed: false };
+      return { id: await acceptQueued(sql, { ...submission, id: newId('email'), projectId }, arrival), replayed: false };
     } catch (err) {
       if (messageId === undefined || !isDuplicateMessageId(err) || attempt >= 3) throw err;
     }

@@ -8,6 +8,11 @@ import type { Sql } from './db.ts';
  *
  * A batch that fails is retried one item at a time, so one bad item never fails its neighbours.
  * A caller is answered only after its own item's transaction committed.
+ *
+ * A caller that knows an item is on its way (an SMTP message whose content is arriving) can
+ * announce it; a batch about to start then waits for the announced items, up to
+ * `maxArrivalWaitMs`, so that they share its transaction instead of paying for one of their own
+ * (PostgreSQL's commit_delay, for the callers that can say when waiting is worth it).
  */
 export type GroupCommitOptions = {
   /** Items written by one transaction at most. */
@@ -20,9 +25,17 @@ export type GroupCommitOptions = {
    * flight and go together after it.
    */
   minToOverlap?: number;
+  /**
+   * How long a batch may wait for announced items (ms; default 0: announcements are ignored),
+   * counted from when its oldest item arrived.
+   */
+  maxArrivalWaitMs?: number;
 };
 
-type Pending<T, R> = { item: T; resolve: (r: R) => void; reject: (e: unknown) => void };
+/** An item announced as on its way to `run`; `arrived` (called by `run`, or on giving up) withdraws it. */
+export type Arrival = { arrived(): void };
+
+type Pending<T, R> = { item: T; at: number; resolve: (r: R) => void; reject: (e: unknown) => void };
 
 export class GroupCommit<T, R> {
   private queue: Pending<T, R>[] = [];
@@ -31,6 +44,10 @@ export class GroupCommit<T, R> {
   private readonly maxBatch: number;
   private readonly maxInFlight: number;
   private readonly minToOverlap: number;
+  private readonly maxArrivalWaitMs: number;
+  /** Items announced and not yet arrived. */
+  private announced = 0;
+  private waitTimer: NodeJS.Timeout | undefined;
   /** Sizes of the last batches written, for the benchmarks. */
   readonly recentSizes: number[] = [];
   /** Batches written since the start, the fallbacks not counted. */
@@ -48,11 +65,28 @@ export class GroupCommit<T, R> {
     this.maxBatch = options.maxBatch ?? 128;
     this.maxInFlight = options.maxInFlight ?? 2;
     this.minToOverlap = options.minToOverlap ?? 1;
+    this.maxArrivalWaitMs = options.maxArrivalWaitMs ?? 0;
   }
 
-  run(item: T): Promise<R> {
+  /** Announces an item that will reach `run` soon, unless the caller gives up on it first. */
+  announce(): Arrival {
+    if (this.maxArrivalWaitMs <= 0) return { arrived() {} };
+    this.announced++;
+    let pending = true;
+    return {
+      arrived: () => {
+        if (!pending) return;
+        pending = false;
+        this.announced--;
+        this.schedule();
+      },
+    };
+  }
+
+  run(item: T, arrival?: Arrival): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      this.queue.push({ item, resolve, reject });
+      this.queue.push({ item, at: performance.now(), resolve, reject });
+      arrival?.arrived();
       this.schedule();
     });
   }
@@ -69,7 +103,20 @@ export class GroupCommit<T, R> {
 
   private mayStartBatch() {
     if (this.queue.length === 0 || this.inFlight >= this.maxInFlight) return false;
-    return this.inFlight === 0 || this.queue.length >= this.minToOverlap;
+    if (this.inFlight > 0 && this.queue.length < this.minToOverlap) return false;
+    return !this.waitingForArrivals();
+  }
+
+  /** Whether announced items could still join the next batch, within its oldest item's wait. */
+  private waitingForArrivals(): boolean {
+    if (this.announced === 0 || this.queue.length + this.announced > this.maxBatch) return false;
+    const left = this.queue[0]!.at + this.maxArrivalWaitMs - performance.now();
+    if (left <= 0) return false;
+    this.waitTimer ??= setTimeout(() => {
+      this.waitTimer = undefined;
+      this.schedule();
+    }, left);
+    return true;
   }
 
   private async flush(batch: Pending<T, R>[]) {

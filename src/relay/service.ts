@@ -1,8 +1,10 @@
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
+import { announceQueued } from '../emails/accept.ts';
 import { sendSubmitted } from '../emails/service.ts';
 import type { RateLimiter } from '../http/rate-limit.ts';
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
+import type { Arrival } from '../platform/group-commit.ts';
 import type { Logger } from '../platform/log.ts';
 import { checkMessageBytes } from './checks.ts';
 import { SmtpReply } from './reply.ts';
@@ -26,6 +28,16 @@ function declaresEightBit(session: SMTPServerSession): boolean {
  * takes. Answers the email's id once its row is committed; throws an SmtpReply to refuse it.
  */
 export async function submitMessage(deps: RelayDeps, stream: SMTPServerDataStream, session: SMTPServerSession): Promise<string> {
+  // The content is arriving: the transaction about to start may wait a moment for this email.
+  const arrival = announceQueued(deps.sql);
+  try {
+    return await acceptMessage(deps, stream, session, arrival);
+  } finally {
+    arrival.arrived();
+  }
+}
+
+async function acceptMessage(deps: RelayDeps, stream: SMTPServerDataStream, session: SMTPServerSession, arrival: Arrival): Promise<string> {
   const { config } = deps;
   const user = session.user as unknown as RelayUser;
   // Charged while the message arrives, so the limiter's round trip is not one more wait before
@@ -38,7 +50,7 @@ export async function submitMessage(deps: RelayDeps, stream: SMTPServerDataStrea
   }
   const section = checkMessageBytes(raw, { eightBit: declaresEightBit(session) });
   const submission = readSubmission(raw, section, session.envelope.rcptTo.map((r) => r.address));
-  const { id, replayed } = await sendSubmitted(deps, user.projectId, submission);
+  const { id, replayed } = await sendSubmitted(deps, user.projectId, submission, arrival);
   deps.log.debug({ projectId: user.projectId, emailId: id, replayed, bytes: raw.length }, 'relay accepted a message');
   return id;
 }

@@ -1,9 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { setImmediate } from 'node:timers/promises';
 import { createTestContext } from '../helpers/app.ts';
 import { createSql } from '../../src/platform/db.ts';
 import { newId } from '../../src/platform/ids.ts';
-import { acceptQueued, recentBatchSizes } from '../../src/emails/accept.ts';
+import { acceptQueued, announceQueued, recentBatchSizes } from '../../src/emails/accept.ts';
 import type { NewEmail } from '../../src/emails/queries.ts';
 
 const ctx = await createTestContext();
@@ -35,6 +36,21 @@ test('concurrent sends share transactions, and each gets its row and its job', a
   const transactions = new Set(rows.map((r) => r.txid));
   assert.ok(transactions.size < 40, `40 sends took ${transactions.size} transactions`);
   assert.ok(recentBatchSizes(ctx.sql).some((n) => n > 1));
+});
+
+test('an email announced as arriving (an SMTP message being read) shares the transaction of one already waiting', async () => {
+  const arriving = announceQueued(ctx.sql);
+  const first = email(alpha.projectId, 'waiting');
+  const second = email(alpha.projectId, 'arriving');
+  const committed = [acceptQueued(ctx.sql, first)];
+  // Its content arrives a turn later, after the waiting one would have gone alone: the batch
+  // waits for it (up to 2 ms).
+  await setImmediate();
+  committed.push(acceptQueued(ctx.sql, second, arriving));
+  assert.deepEqual(await Promise.all(committed), [first.id, second.id]);
+  const { rows, jobs } = await rowsAndJobs([first.id, second.id]);
+  assert.equal(jobs.length, 2);
+  assert.equal(new Set(rows.map((r) => r.txid)).size, 1, 'one transaction for both');
 });
 
 test('one bad row fails alone: its neighbours in the batch are written', async () => {
