@@ -2,7 +2,7 @@ import addressparser from 'nodemailer/lib/addressparser';
 import { ValidationError } from '../http/errors.ts';
 import type { Config } from '../platform/config.ts';
 import { listUnsubscribeUrl } from './list-unsubscribe.ts';
-import { composeMime, type ComposeInput } from './compose.ts';
+import type { ComposeInput } from './compose.ts';
 import type { SendEmail } from './validate.ts';
 
 const bytes = (s: string) => Buffer.byteLength(s, 'utf8');
@@ -26,7 +26,8 @@ export function sizeUpperBound(input: ComposeInput): number {
  * The assembled-message limit (`EMAIL_MAX_MESSAGE_BYTES`, base64 attachments included). The message is composed as the worker will compose it,
  * with its Message-ID and unsubscribe header, so base64 inflation and MIME overhead count.
  * Composing costs about half a millisecond even for a small message, so it is skipped when the
- * upper bound already shows the message fits.
+ * upper bound already shows the message fits; MailComposer is loaded only then (4 MB of heap the
+ * API otherwise never needs).
  */
 export async function assertMessageSize(send: SendEmail, emailId: string, projectId: string, config: Config) {
   const input: ComposeInput = {
@@ -38,6 +39,7 @@ export async function assertMessageSize(send: SendEmail, emailId: string, projec
   const limitBytes = config.emailMaxMessageBytes;
   if (sizeUpperBound(input) <= limitBytes) return;
   const domain = addressparser(send.from, { flatten: true })[0]?.address.split('@')[1] || 'mailroom';
+  const { composeMime } = await import('./compose.ts');
   const sizeBytes = (await composeMime({ ...input, messageId: `<${emailId}@${domain}>` })).length;
   if (sizeBytes <= limitBytes) return;
   throw new ValidationError([{

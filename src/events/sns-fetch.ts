@@ -1,5 +1,3 @@
-import { request } from 'undici';
-
 /**
  * The two outbound calls HTTPS push makes to SNS. Injectable (AppDeps.snsFetch) so tests can
  * use a locally generated certificate and record confirmations.
@@ -16,7 +14,9 @@ const MAX_CERT_BYTES = 64 * 1024;
 const MAX_CACHED = 32;
 
 async function get(url: string, maxBytes: number): Promise<string> {
-  // undici's request never follows redirects, so the validated host is the one answering.
+  // undici's request never follows redirects, so the validated host is the one answering. Loaded
+  // on first use: most API processes never receive an SNS push, and undici is 5 MB of heap.
+  const { request } = await import('undici');
   const res = await request(url, { method: 'GET', headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS, signal: AbortSignal.timeout(TIMEOUT_MS) });
   const chunks: Buffer[] = [];
   let size = 0;
