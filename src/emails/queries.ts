@@ -134,9 +134,22 @@ export function sendJob(sql: Sql | TxSql, emailId: string, projectId: string, de
 /**
  * Many emails and their `email__send` jobs in one statement, so atomic on its own: one round
  * trip, and one NOTIFY from `add_jobs` however many rows.
+ *
+ * Submitted messages travel apart from the rows' JSON, as one bytea parameter that each row
+ * takes its slice of: inside the JSON each would be a base64 string that PostgreSQL parses as
+ * JSON text and then decodes, which for eight 50 KB messages took 7.4 ms against 4.1 ms this way
+ * (1.5 KB ones: 0.25 against 0.15 ms).
  */
 export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
   if (emails.length === 0) return;
+  const raws: Buffer[] = [];
+  let rawAt = 1;
+  const rawSlice = (raw: Buffer | undefined) => {
+    if (!raw) return { raw_at: null, raw_length: null };
+    raws.push(raw);
+    rawAt += raw.length;
+    return { raw_at: rawAt - raw.length, raw_length: raw.length };
+  };
   const rows = emails.map((e) => ({
     id: e.id, project_id: e.projectId, from_address: e.from, to_addresses: e.to, cc_addresses: e.cc,
     bcc_addresses: e.bcc, reply_to_addresses: e.replyTo, subject: e.subject, html: e.html, text: e.text,
@@ -149,7 +162,7 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     template_id: e.template?.id ?? null,
     template_version: e.template?.version ?? null,
     source: e.submitted ? 'smtp' : 'api',
-    raw_message: e.submitted?.raw.toString('base64') ?? null,
+    ...rawSlice(e.submitted?.raw),
     message_id_header: e.submitted?.messageId ?? null,
     submitted_message_id: e.submitted?.messageId ?? null,
   }));
@@ -162,11 +175,13 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
              r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
              r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments,
              case when r.scheduled_at > now() then r.scheduled_at end, r.tags, r.track_opens, r.track_clicks, r.template_id, r.template_version,
-             r.source, decode(r.raw_message, 'base64'), r.message_id_header, r.submitted_message_id
+             r.source, substring(${raws.length ? Buffer.concat(raws) : null}::bytea from r.raw_at for r.raw_length),
+             r.message_id_header, r.submitted_message_id
       from jsonb_to_recordset(${tx.json(rows)}) as r(
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
         reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb,
-        track_opens boolean, track_clicks boolean, template_id text, template_version integer, source text, raw_message text, message_id_header text, submitted_message_id text)
+        track_opens boolean, track_clicks boolean, template_id text, template_version integer, source text, raw_at integer, raw_length integer,
+        message_id_header text, submitted_message_id text)
       returning id, project_id, scheduled_at, tags, submitted_message_id
     ),
     submitted as (
