@@ -9,7 +9,8 @@ RUN npm run build
 
 FROM node:24-bookworm-slim
 WORKDIR /app
-ENV NODE_ENV=production
+# Two malloc arenas instead of one per thread: about 10 MB less resident memory (docs/production.md).
+ENV NODE_ENV=production MALLOC_ARENA_MAX=2
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist

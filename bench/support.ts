@@ -106,15 +106,23 @@ export function spawnMailroom(entry: string, env: Record<string, string>): Servi
 
 /**
  * A Mailroom role as production runs it: the bundle in dist/ (built by the runner first) with
- * the Node flags of its `npm run start:<role>` script, read from package.json so they cannot drift.
+ * the Node flags and environment of its `npm run start:<role>` script, read from package.json so
+ * they cannot drift.
  */
 export function spawnRole(role: 'api' | 'worker', env: Record<string, string>): Service {
   const scripts = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts as Record<string, string>;
-  const [command, ...args] = scripts[`start:${role}`]!.split(/\s+/);
+  const words = scripts[`start:${role}`]!.split(/\s+/);
+  // Leading NAME=value words are the environment the script gives node.
+  const scriptEnv: Record<string, string> = {};
+  while (/^[A-Z_]+=/.test(words[0] ?? '')) {
+    const [name, value] = words.shift()!.split('=') as [string, string];
+    scriptEnv[name] = value;
+  }
+  const [command, ...args] = words;
   if (command !== 'node') throw new Error(`start:${role} does not start node directly`);
   // BENCH_CPU_PROF=<dir> writes a V8 CPU profile of each role process there when it exits.
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : [];
-  return spawnService(process.execPath, [...profile, ...args.map((a) => (a.startsWith('dist/') ? path.join(ROOT, a) : a))], env);
+  return spawnService(process.execPath, [...profile, ...args.map((a) => (a.startsWith('dist/') ? path.join(ROOT, a) : a))], { ...scriptEnv, ...env });
 }
 
 /**

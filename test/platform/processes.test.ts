@@ -119,7 +119,7 @@ test('the built bundle: each role is one Node process on dist/, the API carries 
   };
   walk('api.js');
   const staticCode = [...apiChunks].map((f) => readFileSync(path.join(ROOT, 'dist', f), 'utf8')).join('\n');
-  for (const pkg of ['graphile-worker', 'graphile-migrate', 'smtp-server', 'mailparser', '@aws-sdk/client-sesv2', '@aws-sdk/client-sqs']) {
+  for (const pkg of ['graphile-worker', 'graphile-migrate', 'smtp-server', 'mailparser', '@aws-sdk/client-sesv2', '@aws-sdk/client-sqs', 'undici', 'nodemailer/lib/mail-composer']) {
     assert.doesNotMatch(staticCode, new RegExp(`^import [^;]*from "${pkg}"`, 'm'), `${pkg} is loaded lazily`);
   }
   const rssMb = Number(/^VmRSS:\s+(\d+)/m.exec(readFileSync(`/proc/${api.child.pid}/status`, 'utf8'))![1]) / 1024;
@@ -140,4 +140,10 @@ test('the built bundle: each role is one Node process on dist/, the API carries 
   api.child.kill('SIGTERM');
   worker.child.kill('SIGTERM');
   assert.deepEqual(await Promise.all([api.exited, worker.exited]), [0, 0]);
+});
+
+test('every production start, npm script and image alike, runs with two malloc arenas', () => {
+  const scripts = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts as Record<string, string>;
+  for (const name of ['start', 'start:api', 'start:worker']) assert.match(scripts[name]!, /^MALLOC_ARENA_MAX=2 node /, name);
+  assert.match(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8'), /^ENV .*\bMALLOC_ARENA_MAX=2\b/m);
 });
