@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { migrate as runCommittedMigrations, Logger as MigrateLogger } from 'graphile-migrate';
 import { runMigrations as installWorkerSchema, Logger as WorkerLogger } from 'graphile-worker';
 import postgres from 'postgres';
@@ -17,6 +18,13 @@ const ROOT = (() => {
 })();
 /** Distinct from graphile-migrate's own try-lock, which would fail rather than wait. */
 const MIGRATION_LOCK = 7243_6276_6401n;
+/**
+ * graphile-migrate keeps its connection pool 200 ms after its last use, and exits the process if
+ * an idle connection of that pool fails, as every one does when the database restarts. A process
+ * that migrates as it starts waits for that pool to be gone before it goes on, so a restart in
+ * those moments is one it rides through like any other.
+ */
+const MIGRATE_POOL_KEEPALIVE_MS = 200;
 
 /**
  * Applies committed migrations, graphile-worker's schema, then the ops views, holding a
@@ -25,21 +33,30 @@ const MIGRATION_LOCK = 7243_6276_6401n;
  */
 export async function migrateDatabase(databaseUrl: string, opts: { views?: boolean } = {}): Promise<{ applied: number }> {
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  let migratePoolUsedAt: number | undefined;
   try {
     return await sql.begin(async (lock) => {
       await lock`select pg_advisory_xact_lock(${MIGRATION_LOCK.toString()}::bigint)`;
       const before = await countApplied(lock);
-      await runCommittedMigrations({
-        connectionString: databaseUrl,
-        migrationsFolder: path.join(ROOT, 'migrations'),
-        logger: quietLogger,
-      } as never);
+      try {
+        await runCommittedMigrations({
+          connectionString: databaseUrl,
+          migrationsFolder: path.join(ROOT, 'migrations'),
+          logger: quietLogger,
+        } as never);
+      } finally {
+        migratePoolUsedAt = performance.now();
+      }
       await installWorkerSchema({ connectionString: databaseUrl, logger: quietWorkerLogger });
       if (opts.views !== false) await applyViews(lock);
       return { applied: (await countApplied(lock)) - before };
     });
   } finally {
     await sql.end();
+    if (migratePoolUsedAt !== undefined) {
+      const left = migratePoolUsedAt + MIGRATE_POOL_KEEPALIVE_MS + 50 - performance.now();
+      if (left > 0) await sleep(left);
+    }
   }
 }
 
