@@ -19,6 +19,9 @@ import { registerAssetRoutes } from './routes/assets.ts';
 import { currentSession } from './session.ts';
 import { readBoundedBody } from '../src/http/body.ts';
 import { ApiError } from '../src/http/errors.ts';
+import { actingAs } from '../src/audit/actor.ts';
+import { auditIp } from '../src/http/auth.ts';
+import { clientIp } from '../src/http/client-ip.ts';
 
 /**
  * Pages may load only their own styles, same-origin frames and the dashboard's own script files,
@@ -79,6 +82,12 @@ const requireLogin: MiddlewareHandler<DashEnv> = async (c, next) => {
   await next();
 };
 
+/** Changes made from here on are recorded as the signed-in person's (src/audit). */
+const auditActor: MiddlewareHandler<DashEnv> = (c, next) => {
+  const session = c.var.session!;
+  return actingAs({ type: 'member', id: session.ownerId, label: session.email, ip: auditIp(clientIp(c, c.var.deps.config.trustProxy)) }, next);
+};
+
 const loadProject: MiddlewareHandler<DashEnv> = async (c, next) => {
   const project = isWellFormedId('project', c.req.param('projectId') ?? '')
     ? await getProject(c.var.deps.sql, c.req.param('projectId')!)
@@ -94,7 +103,7 @@ export function createDashboard() {
   app.use('*', securityHeaders, boundedBody, loadSession, provideCsrf, checkCsrf);
   registerAuthRoutes(app);
   registerAssetRoutes(app);
-  app.use('*', requireLogin);
+  app.use('*', requireLogin, auditActor);
   registerProjectRoutes(app);
   app.use('/projects/:projectId', loadProject);
   app.use('/projects/:projectId/*', loadProject);

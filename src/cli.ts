@@ -2,7 +2,8 @@ import { ConfigError, loadConfig, usesDevDatabase } from './platform/config.ts';
 import { createSql, type Sql } from './platform/db.ts';
 import { devSecretKey, startDevDatabase } from './platform/embedded-db.ts';
 import { ServiceError } from './platform/errors.ts';
-import { resolveCommand } from './commands.ts';
+import { JsonLines, resolveCommand } from './commands.ts';
+import { actingAs, cliActor } from './audit/actor.ts';
 
 /** One JSON object on stdout; on error one line on stderr and exit 1. */
 async function main() {
@@ -18,8 +19,9 @@ async function main() {
   });
   let sql: Sql | undefined;
   try {
-    const result = await command.run({ config, sql: () => (sql ??= createSql(config.databaseUrl, { max: 2, appName: 'mailroom-cli' })) }, values, positionals);
-    process.stdout.write(`${JSON.stringify(result)}\n`);
+    // Changes a command makes are recorded as the CLI's (src/audit).
+    const result = await actingAs(cliActor(), () => command.run({ config, sql: () => (sql ??= createSql(config.databaseUrl, { max: 2, appName: 'mailroom-cli' })) }, values, positionals));
+    process.stdout.write(result instanceof JsonLines ? result.lines.map((l) => `${JSON.stringify(l)}\n`).join('') : `${JSON.stringify(result)}\n`);
   } finally {
     await sql?.end({ timeout: 2 });
     await dev?.stop();

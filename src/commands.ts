@@ -15,6 +15,7 @@ import { reencodeLegacySecrets } from './webhooks/secret.ts';
 import { applyRetention } from './retention/apply.ts';
 import { rebuildStats } from './stats/rebuild.ts';
 import { TEMPLATE_COMMANDS } from './templates/commands.ts';
+import { AUDIT_COMMANDS } from './audit/commands.ts';
 import { registerOwner, SignupError } from '../dashboard/owner.ts';
 
 export type CommandContext = { config: Config; sql: () => Sql };
@@ -36,6 +37,11 @@ async function readPassword(): Promise<string> {
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+}
+
+/** A listing the CLI prints one JSON object a line, rather than as one object. */
+export class JsonLines {
+  constructor(readonly lines: unknown[]) {}
 }
 
 /** Reads a required option or fails with the usage line. */
@@ -199,6 +205,7 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   ...TEMPLATE_COMMANDS,
+  ...AUDIT_COMMANDS,
 };
 
 /** Finds the longest command name the arguments start with, and parses the rest. */

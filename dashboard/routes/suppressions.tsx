@@ -1,6 +1,7 @@
 import type { Context, Hono } from 'hono';
 import { storedAddress } from '../../src/suppressions/address.ts';
-import { addSuppressions, getSuppression, liftSuppression, listSuppressions } from '../../src/suppressions/queries.ts';
+import { getSuppression, listSuppressions } from '../../src/suppressions/queries.ts';
+import { liftManually, suppressManually } from '../../src/suppressions/service.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { SuppressionsPage } from '../pages/suppressions.tsx';
 import { base, errorPage, field, render } from '../render.tsx';
@@ -40,13 +41,13 @@ export function registerSuppressionRoutes(app: Hono<DashEnv>) {
     const typed = field(await c.req.parseBody(), 'email');
     const address = storedAddress(typed);
     if (!address) return showList(c, { error: 'Enter an email address, such as ann@example.net.', address: typed, status: 422 });
-    await addSuppressions(c.var.deps.sql, c.var.project.id, [address], 'manual');
+    await suppressManually(c.var.deps.sql, c.var.project.id, address);
     return c.redirect(list(c), 303);
   });
 
   app.post('/projects/:projectId/suppressions/lift', async (c) => {
     const address = storedAddress(field(await c.req.parseBody(), 'email'));
-    if (!address || !(await liftSuppression(c.var.deps.sql, c.var.project.id, address))) {
+    if (!address || !(await liftManually(c.var.deps.sql, c.var.project.id, address))) {
       return errorPage(c, 404, 'Not found', 'That address is not suppressed in this project.');
     }
     return c.redirect(list(c), 303);

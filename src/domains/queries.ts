@@ -28,7 +28,7 @@ export async function domainExists(sql: Sql, projectId: string, value: string) {
 }
 
 export async function insertDomain(
-  sql: Sql,
+  sql: Sql | TxSql,
   d: { id: string; projectId: string; value: string; region: string; checked: boolean } & IdentityState,
 ) {
   const [row] = await sql<[DomainRow]>`
@@ -72,7 +72,7 @@ export type TrackingChange = { openTracking?: boolean; clickTracking?: boolean; 
  * `hasBaseUrl` false. The check reads the row being updated, so two edits at once cannot combine
  * into such a state.
  */
-export async function updateTracking(sql: Sql, projectId: string, id: string, change: TrackingChange, hasBaseUrl: boolean) {
+export async function updateTracking(sql: Sql | TxSql, projectId: string, id: string, change: TrackingChange, hasBaseUrl: boolean) {
   const open = sql`coalesce(${change.openTracking ?? null}::boolean, open_tracking)`;
   const click = sql`coalesce(${change.clickTracking ?? null}::boolean, click_tracking)`;
   const host = change.trackingDomain === undefined ? sql`tracking_domain` : sql`${change.trackingDomain}::text`;

@@ -6,6 +6,7 @@ import { ServiceError } from '../platform/errors.ts';
 import { getProviderConnection } from '../providers/connections.ts';
 import { normaliseDomainName, normaliseMailFrom, normaliseRegion } from './names.ts';
 import * as q from './queries.ts';
+import { recordAudit } from '../audit/record.ts';
 import type { DomainRow } from './schemas.ts';
 import type { IdentityState } from './status.ts';
 
@@ -48,7 +49,14 @@ export async function addDomain(sql: Sql, config: Config, projectId: string, nam
   }
   try {
     // An adopted identity was just read from SES, so it counts as checked.
-    return await q.insertDomain(sql, { id: newId('domain'), projectId, value, region, checked: adopted, ...stored });
+    return await sql.begin(async (tx) => {
+      const row = await q.insertDomain(tx, { id: newId('domain'), projectId, value, region, checked: adopted, ...stored });
+      await recordAudit(tx, {
+        action: 'domain.created', projectId, target: { type: 'domain', id: row.id },
+        changes: { name: value, region, mail_from_domain: stored.mailFromDomain },
+      });
+      return row;
+    });
   } catch (err) {
     if ((err as { code?: string }).code === '23505') throw new ServiceError('conflict', `domain ${value} is already in project ${projectId}`);
     throw err;
@@ -118,7 +126,16 @@ export async function updateDomainTracking(sql: Sql, config: Config, projectId: 
     : normaliseDomainName(change.trackingDomain, 'tracking domain');
   const owner = projectId ?? (await q.findDomainProject(sql, domainId));
   if (!owner) throw new ServiceError('not_found', `domain ${domainId} not found`);
-  const row = await q.updateTracking(sql, owner, domainId, { ...change, trackingDomain }, Boolean(config.publicBaseUrl));
+  const row = await sql.begin(async (tx) => {
+    const updated = await q.updateTracking(tx, owner, domainId, { ...change, trackingDomain }, Boolean(config.publicBaseUrl));
+    if (updated) {
+      await recordAudit(tx, {
+        action: 'domain.updated', projectId: owner, target: { type: 'domain', id: domainId },
+        changes: { open_tracking: change.openTracking, click_tracking: change.clickTracking, tracking_domain: trackingDomain },
+      });
+    }
+    return updated;
+  });
   if (row) return row;
   const domain = await q.findDomain(sql, owner, domainId);
   if (!domain) throw new ServiceError('not_found', `domain ${domainId} not found`);

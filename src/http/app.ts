@@ -19,6 +19,7 @@ import { registerTrackingRoutes } from '../tracking/routes.ts';
 import { registerSinkRoutes } from '../sink/routes.ts';
 import { createResendApp } from '../resend/routes.ts';
 import { registerSuppressionRoutes } from '../suppressions/routes.ts';
+import { registerAuditRoutes } from '../audit/routes.ts';
 import { registerTemplateRoutes } from '../templates/routes.ts';
 import { registerResendTemplateRoutes } from '../templates/resend-routes.ts';
 import { renderForSend } from '../templates/service.ts';
@@ -89,6 +90,7 @@ export function createApp(deps: AppDeps) {
   registerWebhookRoutes(app);
   registerSinkRoutes(app);
   registerSuppressionRoutes(app);
+  registerAuditRoutes(app);
   registerTemplateRoutes(app);
   if (deps.config.eventIngestion === 'https') registerSnsPushRoute(app);
 

@@ -4,8 +4,12 @@ import { ApiError } from './errors.ts';
 import { clientIp } from './client-ip.ts';
 import type { AppEnv } from './context.ts';
 import type { RateLimiter } from './rate-limit.ts';
+import { actingAs } from '../audit/actor.ts';
 
 const INVALID = 'Invalid or missing API key.';
+
+/** In-process requests have no peer address; the log says null rather than "unknown". */
+export const auditIp = (ip: string) => (ip === 'unknown' ? null : ip);
 
 /** What a `sending` key may do: send, batch, reschedule and cancel. Everything else is `full` only. */
 const SENDING_ROUTES: Array<[string, RegExp]> = [
@@ -78,7 +82,8 @@ export function requireApiKey(recordUse: (key: AuthenticatedKey) => Promise<void
     c.set('projectId', match.projectId);
     c.set('keyId', match.id);
     c.set('keyPermission', match.permission);
-    await next();
+    // Changes this request makes are recorded as the key's (src/audit).
+    await actingAs({ type: 'api_key', id: match.id, label: match.name, ip: auditIp(clientIp(c, config.trustProxy)) }, next);
     for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value);
   };
 }

@@ -6,7 +6,7 @@ import { hashApiKey } from './service.ts';
 
 const KEY_SHAPE = /^sk_[A-Za-z0-9_-]{43}$/;
 
-export type AuthenticatedKey = { id: string; projectId: string; permission: KeyPermission };
+export type AuthenticatedKey = { id: string; projectId: string; name: string; permission: KeyPermission };
 
 /** Whether a string has the shape of an API key; anything else is never looked up. */
 export function looksLikeApiKey(value: string | undefined): value is string {
@@ -23,7 +23,7 @@ export async function verifyApiKey(sql: Sql, presented: string | undefined): Pro
   const match = await lookupFor(sql).run(hash);
   // Both are SHA-256 digests, so of one length: compared as they are, in constant time.
   if (!match || match.keyHash.length !== hash.length || !timingSafeEqual(match.keyHash, hash)) return undefined;
-  return { id: match.id, projectId: match.projectId, permission: match.permission };
+  return { id: match.id, projectId: match.projectId, name: match.name, permission: match.permission };
 }
 
 /**

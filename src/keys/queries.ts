@@ -1,4 +1,4 @@
-import type { Sql } from '../platform/db.ts';
+import type { Sql, TxSql } from '../platform/db.ts';
 
 export type ApiKeyRow = {
   id: string;
@@ -14,7 +14,7 @@ export type ApiKeyRow = {
 export const KEY_PERMISSIONS = ['full', 'sending'] as const;
 export type KeyPermission = (typeof KEY_PERMISSIONS)[number];
 
-export type KeyMatch = { id: string; projectId: string; keyHash: Buffer; lastUsedAt: Date | null; permission: KeyPermission };
+export type KeyMatch = { id: string; projectId: string; name: string; keyHash: Buffer; lastUsedAt: Date | null; permission: KeyPermission };
 
 /**
  * Authentication is the one lookup that finds the project rather than filtering by it. Many
@@ -22,12 +22,12 @@ export type KeyMatch = { id: string; projectId: string; keyHash: Buffer; lastUse
  */
 export async function findActiveKeysByHash(sql: Sql, keyHashes: Buffer[]) {
   return sql<KeyMatch[]>`
-    select id, project_id, key_hash, last_used_at, permission from api_keys
+    select id, project_id, name, key_hash, last_used_at, permission from api_keys
     where key_hash in (select decode(h, 'hex') from unnest(${keyHashes.map((k) => k.toString('hex'))}::text[]) h)
       and revoked_at is null`;
 }
 
-export async function insertKey(sql: Sql, key: { id: string; projectId: string; name: string; keyPrefix: string; keyHash: Buffer; permission: KeyPermission }) {
+export async function insertKey(sql: Sql | TxSql, key: { id: string; projectId: string; name: string; keyPrefix: string; keyHash: Buffer; permission: KeyPermission }) {
   const [row] = await sql<ApiKeyRow[]>`
     insert into api_keys (id, project_id, name, key_prefix, key_hash, permission)
     values (${key.id}, ${key.projectId}, ${key.name}, ${key.keyPrefix}, ${key.keyHash}, ${key.permission})
@@ -41,11 +41,14 @@ export async function listKeys(sql: Sql, projectId: string) {
     from api_keys where project_id = ${projectId} order by id desc`;
 }
 
-export async function revokeKey(sql: Sql, projectId: string, keyId: string) {
-  const [row] = await sql<[ApiKeyRow?]>`
-    update api_keys set revoked_at = coalesce(revoked_at, now())
-    where id = ${keyId} and project_id = ${projectId}
-    returning id, project_id, name, key_prefix, permission, created_at, last_used_at, revoked_at`;
+/** `newlyRevoked` is false when the key was revoked already (its first time is kept). */
+export async function revokeKey(sql: Sql | TxSql, projectId: string, keyId: string) {
+  const [row] = await sql<[(ApiKeyRow & { newlyRevoked: boolean })?]>`
+    update api_keys k set revoked_at = coalesce(k.revoked_at, now())
+    from (select id, revoked_at from api_keys where id = ${keyId} and project_id = ${projectId} for update) prev
+    where k.id = prev.id and k.project_id = ${projectId}
+    returning k.id, k.project_id, k.name, k.key_prefix, k.permission, k.created_at, k.last_used_at, k.revoked_at,
+      prev.revoked_at is null as newly_revoked`;
   return row;
 }
 

@@ -4,6 +4,7 @@ import { newId } from '../platform/ids.ts';
 import { requireProject } from '../projects/service.ts';
 import { ServiceError } from '../platform/errors.ts';
 import * as q from './queries.ts';
+import { recordAudit } from '../audit/record.ts';
 
 export const KEY_PREFIX_LENGTH = 12;
 
@@ -24,13 +25,17 @@ export async function createApiKey(sql: Sql, projectId: string, name: string, pe
     throw new ServiceError('invalid_input', `permission must be one of ${q.KEY_PERMISSIONS.join(', ')}`);
   }
   const key = generateApiKey();
-  const row = await q.insertKey(sql, {
-    id: newId('key'),
-    projectId,
-    name: trimmed,
-    keyPrefix: key.slice(0, KEY_PREFIX_LENGTH),
-    keyHash: hashApiKey(key),
-    permission: permission as q.KeyPermission,
+  const row = await sql.begin(async (tx) => {
+    const inserted = await q.insertKey(tx, {
+      id: newId('key'),
+      projectId,
+      name: trimmed,
+      keyPrefix: key.slice(0, KEY_PREFIX_LENGTH),
+      keyHash: hashApiKey(key),
+      permission: permission as q.KeyPermission,
+    });
+    await recordAudit(tx, { action: 'api_key.created', projectId, target: { type: 'api_key', id: inserted.id }, changes: { name: inserted.name, permission: inserted.permission } });
+    return inserted;
   });
   return { ...row, key };
 }
@@ -41,7 +46,12 @@ export async function createApiKey(sql: Sql, projectId: string, name: string, pe
  */
 export async function revokeApiKey(sql: Sql, projectId: string | undefined, keyId: string) {
   const owner = projectId ?? (await q.findKeyProject(sql, keyId));
-  const row = owner ? await q.revokeKey(sql, owner, keyId) : undefined;
+  const row = owner ? await sql.begin(async (tx) => {
+    const revoked = await q.revokeKey(tx, owner, keyId);
+    // A second revocation changes nothing, so it is not a change to record.
+    if (revoked?.newlyRevoked) await recordAudit(tx, { action: 'api_key.revoked', projectId: owner, target: { type: 'api_key', id: keyId }, changes: { name: revoked.name } });
+    return revoked;
+  }) : undefined;
   if (!row) throw new ServiceError('not_found', `key ${keyId} not found`);
   return row;
 }

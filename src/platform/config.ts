@@ -73,6 +73,8 @@ const schema = z.object({
   WORKER_CONCURRENCY: intIn(1, 1000).default(8),
   RETENTION_DAYS: intIn(1, 36_500).default(90),
   BODY_RETENTION_DAYS: intIn(1, 36_500).default(30),
+  // The audit log is kept on its own clock: who changed what outlives the mail it concerned.
+  AUDIT_RETENTION_DAYS: intIn(1, 36_500).default(400),
   // Webhook flushes and retries run apart from sends, so slow endpoints never hold a send's slot.
   WEBHOOK_CONCURRENCY: intIn(1, 1000).default(4),
   METRICS_PORT: intIn(0, 65535).default(9464),
@@ -173,6 +175,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
     workerConcurrency: e.WORKER_CONCURRENCY,
     retentionDays: e.RETENTION_DAYS,
     bodyRetentionDays: e.BODY_RETENTION_DAYS,
+    auditRetentionDays: e.AUDIT_RETENTION_DAYS,
     webhookConcurrency: e.WEBHOOK_CONCURRENCY,
     metricsPort: e.METRICS_PORT,
     metricsToken: e.METRICS_TOKEN,

@@ -30,6 +30,7 @@ export const ID_PREFIX = {
   owner: 'usr_',
   template: 'tmpl_',
   templateVersion: 'tmplv_',
+  audit: 'aud_',
 } as const;
 
 /** Prefix + a 26-character ULID: lexical order is creation order, which cursor paging uses. */

@@ -4,6 +4,7 @@ import { decrypt, deriveKey, encrypt } from '../platform/crypto.ts';
 import { requireProject } from '../projects/service.ts';
 import { ServiceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/log.ts';
+import { recordAudit } from '../audit/record.ts';
 
 export type ProviderConnection = {
   projectId: string;
@@ -65,29 +66,39 @@ export async function connectProvider(sql: Sql, config: Config, input: ConnectIn
   // connected with the same one share its row, its pace and its daily count. Known by a digest,
   // so the row keeps no copy of the key. A quota read now replaces the account's; without one,
   // the account keeps what it knew.
-  await sql`
-    with account as (
-      insert into ses_accounts (region, access_key_digest, max_send_rate, max_24_hour_send, quota_checked_at)
-      values (${input.region}, sha256(convert_to(${input.accessKeyId.trim()}::text, 'UTF8')),
-        ${input.sendQuota?.maxSendRate ?? null}, ${input.sendQuota?.max24HourSend ?? null}, ${input.sendQuota ? sql`now()` : null})
-      on conflict (region, access_key_digest) do update set
-        max_send_rate = coalesce(excluded.max_send_rate, ses_accounts.max_send_rate),
-        max_24_hour_send = coalesce(excluded.max_24_hour_send, ses_accounts.max_24_hour_send),
-        quota_checked_at = coalesce(excluded.quota_checked_at, ses_accounts.quota_checked_at)
-      returning id
-    )
-    insert into provider_connections (project_id, region, access_key_id, secret_access_key_encrypted,
-      configuration_set, events_queue_url, sns_topic_arn, rate_cap, ses_account_id)
-    select ${input.projectId}, ${input.region}, ${input.accessKeyId.trim()}, ${sealed},
-      ${input.configurationSet ?? null}, ${input.eventsQueueUrl ?? null}, ${input.snsTopicArn ?? null},
-      ${input.maxSendRate ?? null}, account.id
-    from account
-    on conflict (project_id) do update set
-      region = excluded.region, access_key_id = excluded.access_key_id,
-      secret_access_key_encrypted = excluded.secret_access_key_encrypted,
-      configuration_set = excluded.configuration_set, events_queue_url = excluded.events_queue_url,
-      sns_topic_arn = excluded.sns_topic_arn, rate_cap = excluded.rate_cap,
-      ses_account_id = excluded.ses_account_id, updated_at = now()`;
+  await sql.begin(async (tx) => {
+    await tx`
+      with account as (
+        insert into ses_accounts (region, access_key_digest, max_send_rate, max_24_hour_send, quota_checked_at)
+        values (${input.region}, sha256(convert_to(${input.accessKeyId.trim()}::text, 'UTF8')),
+          ${input.sendQuota?.maxSendRate ?? null}, ${input.sendQuota?.max24HourSend ?? null}, ${input.sendQuota ? tx`now()` : null})
+        on conflict (region, access_key_digest) do update set
+          max_send_rate = coalesce(excluded.max_send_rate, ses_accounts.max_send_rate),
+          max_24_hour_send = coalesce(excluded.max_24_hour_send, ses_accounts.max_24_hour_send),
+          quota_checked_at = coalesce(excluded.quota_checked_at, ses_accounts.quota_checked_at)
+        returning id
+      )
+      insert into provider_connections (project_id, region, access_key_id, secret_access_key_encrypted,
+        configuration_set, events_queue_url, sns_topic_arn, rate_cap, ses_account_id)
+      select ${input.projectId}, ${input.region}, ${input.accessKeyId.trim()}, ${sealed},
+        ${input.configurationSet ?? null}, ${input.eventsQueueUrl ?? null}, ${input.snsTopicArn ?? null},
+        ${input.maxSendRate ?? null}, account.id
+      from account
+      on conflict (project_id) do update set
+        region = excluded.region, access_key_id = excluded.access_key_id,
+        secret_access_key_encrypted = excluded.secret_access_key_encrypted,
+        configuration_set = excluded.configuration_set, events_queue_url = excluded.events_queue_url,
+        sns_topic_arn = excluded.sns_topic_arn, rate_cap = excluded.rate_cap,
+        ses_account_id = excluded.ses_account_id, updated_at = now()`;
+    // The access keys are the credential; the entry names the account by region and settings only.
+    await recordAudit(tx, {
+      action: 'provider.connected', projectId: input.projectId, target: { type: 'provider', id: input.projectId },
+      changes: {
+        provider: 'ses', region: input.region, configuration_set: input.configurationSet ?? null, events_queue_url: input.eventsQueueUrl ?? null,
+        sns_topic_arn: input.snsTopicArn ?? null, max_send_rate: input.maxSendRate ?? null,
+      },
+    });
+  });
   await sql`select pg_notify(${CONNECTIONS_CHANNEL}, ${input.projectId})`;
   return {
     project: input.projectId,
@@ -100,7 +111,10 @@ export async function connectProvider(sql: Sql, config: Config, input: ConnectIn
 
 export async function disconnectProvider(sql: Sql, projectId: string) {
   await requireProject(sql, projectId);
-  await sql`delete from provider_connections where project_id = ${projectId}`;
+  await sql.begin(async (tx) => {
+    const removed = await tx`delete from provider_connections where project_id = ${projectId}`;
+    if (removed.count > 0) await recordAudit(tx, { action: 'provider.disconnected', projectId, target: { type: 'provider', id: projectId }, changes: { provider: 'ses' } });
+  });
   await sql`select pg_notify(${CONNECTIONS_CHANNEL}, ${projectId})`;
   return { project: projectId, provider: null };
 }

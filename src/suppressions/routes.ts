@@ -5,7 +5,8 @@ import { SECURITY } from '../http/security.ts';
 import { readJsonBody } from '../http/body.ts';
 import { isMailbox } from '../emails/mailbox.ts';
 import { normaliseAddress, storedAddress } from './address.ts';
-import { addSuppressions, getSuppression, liftSuppression, listSuppressions, type Suppression } from './queries.ts';
+import { getSuppression, listSuppressions, type Suppression } from './queries.ts';
+import { liftManually, suppressManually } from './service.ts';
 
 const SuppressionResponse = z
   .object({
@@ -104,14 +105,14 @@ export function registerSuppressionRoutes(app: OpenAPIHono<AppEnv>) {
     if (!parsed.success) throw new ValidationError([{ loc: ['body', 'email'], msg: 'Field required: a string', type: 'missing' }]);
     const address = addressOf(parsed.data.email, ['body', 'email']);
     const { sql } = c.var.deps;
-    const added = await addSuppressions(sql, c.var.projectId, [address], 'manual');
+    const added = await suppressManually(sql, c.var.projectId, address);
     const row = await getSuppression(sql, c.var.projectId, address);
     return c.json(toResponse(row!), added ? 201 : 200);
   });
 
   app.openapi(lift, async (c) => {
     const address = storedAddress(c.req.valid('param').email);
-    if (!address || !(await liftSuppression(c.var.deps.sql, c.var.projectId, address))) {
+    if (!address || !(await liftManually(c.var.deps.sql, c.var.projectId, address))) {
       throw new ApiError('not_found', 'That address is not suppressed in this project.');
     }
     return c.body(null, 204);

@@ -1,4 +1,4 @@
-import type { Sql } from '../platform/db.ts';
+import type { Sql, TxSql } from '../platform/db.ts';
 import type { TemplateVariable } from './engine.ts';
 
 /** The parts a template and each of its versions hold. */
@@ -27,14 +27,14 @@ export type TemplateRow = TemplateContent & {
 
 export type VersionRow = TemplateContent & { id: string; templateId: string; version: number; publishedAt: Date };
 
-const COLUMNS = (sql: Sql) => sql`id, project_id, name, alias, subject, html, text, from_address, reply_to_addresses, variables,
+const COLUMNS = (sql: Sql | TxSql) => sql`id, project_id, name, alias, subject, html, text, from_address, reply_to_addresses, variables,
   current_version, draft_version_id, published_version_id, published_at, has_unpublished_versions, created_at, updated_at`;
 
 /** `tmpl_…` ids and aliases never look alike (aliases are lower case), so one column decides. */
 const byIdOrAlias = (sql: Sql, projectId: string, idOrAlias: string) =>
   sql`project_id = ${projectId} and ${idOrAlias.startsWith('tmpl_') ? sql`id = ${idOrAlias}` : sql`alias = ${idOrAlias}`}`;
 
-export async function insertTemplate(sql: Sql, t: { id: string; projectId: string; name: string; alias: string | null; draftVersionId: string } & TemplateContent) {
+export async function insertTemplate(sql: Sql | TxSql, t: { id: string; projectId: string; name: string; alias: string | null; draftVersionId: string } & TemplateContent) {
   const [row] = await sql<[TemplateRow]>`
     insert into templates (id, project_id, name, alias, subject, html, text, from_address, reply_to_addresses, variables, draft_version_id)
     values (${t.id}, ${t.projectId}, ${t.name}, ${t.alias}, ${t.subject}, ${t.html}, ${t.text}, ${t.fromAddress},
@@ -72,7 +72,7 @@ export async function listTemplates(sql: Sql, projectId: string, opts: { limit: 
  * Writes the draft. The first edit after a publish starts the next version: a new number, and a
  * new id for the row it will become.
  */
-export async function updateDraft(sql: Sql, projectId: string, templateId: string, change: Partial<TemplateContent & { name: string; alias: string | null }>, newVersionId: string) {
+export async function updateDraft(sql: Sql | TxSql, projectId: string, templateId: string, change: Partial<TemplateContent & { name: string; alias: string | null }>, newVersionId: string) {
   const set = (column: string, value: unknown) => (value === undefined ? sql`` : sql`, ${sql(column)} = ${value as string}`);
   const [row] = await sql<[TemplateRow?]>`
     update templates set updated_at = now(), has_unpublished_versions = true,
@@ -91,7 +91,7 @@ export async function updateDraft(sql: Sql, projectId: string, templateId: strin
  * Copies the draft into its version row and makes it the one sends use, in one statement. A
  * draft already published (no edits since) is left as it is.
  */
-export async function publishDraft(sql: Sql, projectId: string, templateId: string) {
+export async function publishDraft(sql: Sql | TxSql, projectId: string, templateId: string) {
   const [row] = await sql<[TemplateRow?]>`
     with draft as (
       select * from templates
@@ -151,7 +151,7 @@ export async function findPublished(sql: Sql, lookups: PublishedLookup[]) {
   return lookups.map((_, i) => found.get(i));
 }
 
-export async function deleteTemplate(sql: Sql, projectId: string, templateId: string) {
+export async function deleteTemplate(sql: Sql | TxSql, projectId: string, templateId: string) {
   const rows = await sql`delete from templates where id = ${templateId} and project_id = ${projectId} returning id`;
   return rows.length > 0;
 }

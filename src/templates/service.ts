@@ -12,6 +12,7 @@ import {
   type Compiled, type TemplatePart, type TemplateVariable,
 } from './engine.ts';
 import * as q from './queries.ts';
+import { recordAudit } from '../audit/record.ts';
 
 /**
  * Templates as every surface uses them (`/v1`, `/resend`, the dashboard, the CLI): validation of
@@ -131,11 +132,23 @@ export async function createTemplate(sql: Sql, projectId: string, body: unknown)
   const variables = variablesOf(input.variables);
   checkParts({ subject: input.subject, html: input.html, text: input.text }, variables);
   await requireProject(sql, projectId);
-  return aliasTaken(() => q.insertTemplate(sql, {
+  return aliasTaken(() => insertAudited(sql, {
     id: newId('template'), projectId, name: input.name, alias: input.alias ?? null, draftVersionId: newId('templateVersion'),
     subject: input.subject ?? null, html: input.html, text: input.text ?? null, fromAddress: input.from ?? null,
     replyToAddresses: list(input.reply_to), variables,
   }));
+}
+
+/** A new template and its `template.created` entry. Contents are named, not copied, into the log. */
+function insertAudited(sql: Sql, t: Parameters<typeof q.insertTemplate>[1]) {
+  return sql.begin(async (tx) => {
+    const row = await q.insertTemplate(tx, t);
+    await recordAudit(tx, {
+      action: 'template.created', projectId: t.projectId, target: { type: 'template', id: row.id },
+      changes: { name: row.name, alias: row.alias, version: row.currentVersion },
+    });
+    return row;
+  });
 }
 
 /** Edits the draft; sends keep using the published version until the next publish. */
@@ -149,16 +162,25 @@ export async function updateTemplate(sql: Sql, projectId: string, idOrAlias: str
     text: input.text === undefined ? current.text : input.text,
   };
   checkParts(merged, variables);
-  const row = await aliasTaken(() => q.updateDraft(sql, projectId, current.id, {
-    name: input.name,
-    alias: input.alias,
-    subject: input.subject,
-    html: input.html,
-    text: input.text,
-    fromAddress: input.from,
-    replyToAddresses: input.reply_to === undefined ? undefined : list(input.reply_to),
-    variables: input.variables === undefined ? undefined : variables,
-  }, newId('templateVersion')));
+  const row = await aliasTaken(() => sql.begin(async (tx) => {
+    const updated = await q.updateDraft(tx, projectId, current.id, {
+      name: input.name,
+      alias: input.alias,
+      subject: input.subject,
+      html: input.html,
+      text: input.text,
+      fromAddress: input.from,
+      replyToAddresses: input.reply_to === undefined ? undefined : list(input.reply_to),
+      variables: input.variables === undefined ? undefined : variables,
+    }, newId('templateVersion'));
+    if (updated) {
+      await recordAudit(tx, {
+        action: 'template.updated', projectId, target: { type: 'template', id: current.id },
+        changes: { name: input.name, alias: input.alias, fields: Object.keys(input).filter((k) => (input as Record<string, unknown>)[k] !== undefined).sort() },
+      });
+    }
+    return updated;
+  }));
   if (!row) throw notFound();
   // An alias may have moved: sends must not find this template under its old one.
   if (input.alias !== undefined) await announceTemplateChange(sql);
@@ -168,7 +190,12 @@ export async function updateTemplate(sql: Sql, projectId: string, idOrAlias: str
 /** The draft becomes the version sends use. Publishing an unchanged draft changes nothing. */
 export async function publishTemplate(sql: Sql, projectId: string, idOrAlias: string) {
   const current = await requireTemplate(sql, projectId, idOrAlias);
-  const published = await q.publishDraft(sql, projectId, current.id);
+  const published = await sql.begin(async (tx) => {
+    const row = await q.publishDraft(tx, projectId, current.id);
+    // Publishing an unchanged draft changes nothing, so it records nothing.
+    if (row) await recordAudit(tx, { action: 'template.published', projectId, target: { type: 'template', id: current.id }, changes: { version: row.currentVersion } });
+    return row;
+  });
   if (!published) return current;
   await announceTemplateChange(sql);
   return published;
@@ -177,7 +204,7 @@ export async function publishTemplate(sql: Sql, projectId: string, idOrAlias: st
 /** A copy of the draft as a new template (Resend's duplicate): a draft, without the alias. */
 export async function duplicateTemplate(sql: Sql, projectId: string, idOrAlias: string) {
   const t = await requireTemplate(sql, projectId, idOrAlias);
-  return q.insertTemplate(sql, {
+  return insertAudited(sql, {
     id: newId('template'), projectId, name: `${t.name} (copy)`.slice(0, 200), alias: null, draftVersionId: newId('templateVersion'),
     subject: t.subject, html: t.html, text: t.text, fromAddress: t.fromAddress, replyToAddresses: t.replyToAddresses, variables: t.variables,
   });
@@ -185,7 +212,12 @@ export async function duplicateTemplate(sql: Sql, projectId: string, idOrAlias: 
 
 export async function deleteTemplate(sql: Sql, projectId: string, idOrAlias: string) {
   const t = await requireTemplate(sql, projectId, idOrAlias);
-  if (!(await q.deleteTemplate(sql, projectId, t.id))) throw notFound();
+  const deleted = await sql.begin(async (tx) => {
+    if (!(await q.deleteTemplate(tx, projectId, t.id))) return false;
+    await recordAudit(tx, { action: 'template.deleted', projectId, target: { type: 'template', id: t.id }, changes: { name: t.name, alias: t.alias } });
+    return true;
+  });
+  if (!deleted) throw notFound();
   await announceTemplateChange(sql);
   return t;
 }

@@ -50,7 +50,7 @@ export async function listDeliveriesOfEmail(sql: Sql, projectId: string, emailId
     order by d.id`;
 }
 
-export async function insertEndpoint(sql: Sql, e: { id: string; projectId: string; url: string; secretSealed: Buffer; eventTypes?: string[] | null }) {
+export async function insertEndpoint(sql: Sql | TxSql, e: { id: string; projectId: string; url: string; secretSealed: Buffer; eventTypes?: string[] | null }) {
   const [row] = await sql<EndpointRow[]>`
     insert into webhook_endpoints (id, project_id, url, secret_encrypted, event_types)
     values (${e.id}, ${e.projectId}, ${e.url}, ${e.secretSealed}, ${e.eventTypes ?? null}::text[])
@@ -64,7 +64,7 @@ export async function insertEndpoint(sql: Sql, e: { id: string; projectId: strin
  * delivery settling at the same moment is not overwritten.
  */
 export async function updateEndpoint(
-  sql: Sql,
+  sql: Sql | TxSql,
   projectId: string,
   endpointId: string,
   change: { url?: string; enabled?: boolean; eventTypes?: string[] | null },

@@ -6,6 +6,7 @@ import { ServiceError } from '../platform/errors.ts';
 import { checkDestination, destinationPolicy, systemResolver, type Resolver } from './destination.ts';
 import { generateSigningSecret, openSecret, sealSecret } from './secret.ts';
 import * as q from './queries.ts';
+import { auditUrl, recordAudit } from '../audit/record.ts';
 import { EVENT_TYPES } from '../events/record.ts';
 
 /**
@@ -33,7 +34,14 @@ export async function createEndpoint(sql: Sql, config: Config, projectId: string
   await requireProject(sql, projectId);
   const checked = await checkDestination(url, destinationPolicy(config), opts.resolve ?? systemResolver);
   const secret = generateSigningSecret();
-  const endpoint = await q.insertEndpoint(sql, { id: newId('webhook'), projectId, url: checked, secretSealed: sealSecret(config, secret), eventTypes: opts.eventTypes });
+  const endpoint = await sql.begin(async (tx) => {
+    const row = await q.insertEndpoint(tx, { id: newId('webhook'), projectId, url: checked, secretSealed: sealSecret(config, secret), eventTypes: opts.eventTypes });
+    await recordAudit(tx, {
+      action: 'webhook.created', projectId, target: { type: 'webhook', id: row.id },
+      changes: { url: auditUrl(row.url), event_types: opts.eventTypes ?? null, enabled: true },
+    });
+    return row;
+  });
   return { endpoint, secret };
 }
 
@@ -61,7 +69,16 @@ export async function updateEndpoint(
   }
   const owner = await ownerOf(sql, endpointId, projectId);
   const url = change.url === undefined ? undefined : await checkDestination(change.url, destinationPolicy(config), opts.resolve ?? systemResolver);
-  const row = await q.updateEndpoint(sql, owner, endpointId, { url, enabled: change.enabled, eventTypes: change.eventTypes });
+  const row = await sql.begin(async (tx) => {
+    const updated = await q.updateEndpoint(tx, owner, endpointId, { url, enabled: change.enabled, eventTypes: change.eventTypes });
+    if (updated) {
+      await recordAudit(tx, {
+        action: 'webhook.updated', projectId: owner, target: { type: 'webhook', id: endpointId },
+        changes: { url: auditUrl(url), enabled: change.enabled, event_types: change.eventTypes },
+      });
+    }
+    return updated;
+  });
   if (!row) throw new ServiceError('not_found', `webhook endpoint ${endpointId} not found`);
   return row;
 }

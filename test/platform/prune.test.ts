@@ -19,7 +19,7 @@ test('maintenance__prune drops idempotency keys past 24 h, old SNS message ids a
   await ctx.sql`insert into owner_accounts (id, email, password_hash) values ('usr_prune', 'o@x.test', 'x')`;
   await ctx.sql`insert into dashboard_sessions (id, owner_id, csrf_secret, expires_at) values
     ('expired', 'usr_prune', 's', now() - interval '1 minute'), ('live', 'usr_prune', 's', now() + interval '1 day')`;
-  const run = pruneTask({ sql: ctx.sql, log: createLogger('silent') });
+  const run = pruneTask({ sql: ctx.sql, log: createLogger('silent'), config: ctx.config });
   await run({}, {} as never);
   await run({}, {} as never);
   const keys = await ctx.sql`select idempotency_key from idempotency_keys where project_id = ${t.projectId}`;
