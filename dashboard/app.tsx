@@ -16,6 +16,7 @@ import { registerOverviewRoutes } from './routes/overview.tsx';
 import { registerSuppressionRoutes } from './routes/suppressions.tsx';
 import { registerTemplateRoutes } from './routes/templates.tsx';
 import { registerAssetRoutes } from './routes/assets.ts';
+import { registerAuditRoutes } from './routes/audit.tsx';
 import { currentSession } from './session.ts';
 import { readBoundedBody } from '../src/http/body.ts';
 import { ApiError } from '../src/http/errors.ts';
@@ -105,6 +106,7 @@ export function createDashboard() {
   registerAssetRoutes(app);
   app.use('*', requireLogin, auditActor);
   registerProjectRoutes(app);
+  registerAuditRoutes(app);
   app.use('/projects/:projectId', loadProject);
   app.use('/projects/:projectId/*', loadProject);
   registerOverviewRoutes(app);

@@ -97,6 +97,7 @@ export function Layout(props: LayoutProps) {
                 </nav>
               </>
             )}
+            {props.email && <a href={`${BASE}/audit`}>Audit log</a>}
             {props.email && (
               <Form action={`${BASE}/logout`} csrf={props.csrf}>
                 <span class="muted">{props.email}</span> <button type="submit">Sign out</button>

@@ -220,3 +220,35 @@ test('a change that fails leaves no entry, and an entry cannot commit without it
   assert.deepEqual(last.map((e) => e.actor.type), ['system', 'cli']);
   assert.equal(last[1]!.actor.id, 'ops');
 });
+
+test('dashboard: the Audit page lists every project\'s entries, filters them, pages, and answers 404 to filters that name nothing', async () => {
+  const b = browser(ctx);
+  await signIn(b, OWNER, 'login');
+  const all = await b.get('/dashboard/audit');
+  assert.equal(all.res.status, 200);
+  assert.match(all.text, /<h1>Audit log<\/h1>/);
+  assert.match(all.text, /suppression\.added/);
+  assert.match(all.text, /project\.created/);
+  const p = await createProject(ctx.sql, 'filtered');
+  const only = await b.get(`/dashboard/audit?project=${p.id}`);
+  assert.equal((only.text.match(/<code>project\.created<\/code>/g) ?? []).length, 1);
+  assert.ok(!only.text.includes('<code>suppression.added</code>'));
+  const byAction = await b.get('/dashboard/audit?action=api_key.revoked');
+  assert.ok(byAction.text.includes('<code>api_key.revoked</code>'));
+  assert.ok(!byAction.text.includes('<code>project.created</code>'));
+  const system = await b.get('/dashboard/audit?actor=system%3A');
+  assert.ok(!system.text.includes('<code>suppression.added</code>'));
+  for (const bad of ['project=nope', 'actor=robot%3Ax', 'action=email.sent', 'after=aud_01JD3Z8K6Q5W0R1S2T3V4X5Y6Z']) {
+    assert.equal((await b.get(`/dashboard/audit?${bad}`)).res.status, 404, bad);
+  }
+  await ctx.sql.begin(async (tx) => {
+    for (let i = 0; i < 50; i++) await recordAudit(tx, { action: 'reputation.paused', projectId: p.id, target: { type: 'reputation', id: p.id } });
+  });
+  const total = (await ctx.sql`select count(*)::int as n from audit_log`)[0]!.n as number;
+  const first = await b.get('/dashboard/audit');
+  assert.equal((first.text.match(/<tr>/g) ?? []).length - 1, 50);
+  const next = /href="([^"]+)" rel="next"/.exec(first.text)![1]!.replaceAll('&amp;', '&');
+  const second = await b.get(next);
+  assert.equal(second.res.status, 200);
+  assert.equal((second.text.match(/<tr>/g) ?? []).length - 1, Math.min(50, total - 50));
+});
