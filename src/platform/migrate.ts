@@ -1,11 +1,13 @@
 import { existsSync } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, mkdir, readdir, readFile, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { migrate as runCommittedMigrations, Logger as MigrateLogger } from 'graphile-migrate';
 import { runMigrations as installWorkerSchema, Logger as WorkerLogger } from 'graphile-worker';
 import postgres from 'postgres';
+import { movePartitionsInSteps, partitionMoveNeeded, PARTITIONS_MIGRATION } from './partition-upgrade.ts';
 
 /**
  * The project root: the nearest folder above this module with a `migrations` folder. The same
@@ -38,15 +40,25 @@ export async function migrateDatabase(databaseUrl: string, opts: { views?: boole
     return await sql.begin(async (lock) => {
       await lock`select pg_advisory_xact_lock(${MIGRATION_LOCK.toString()}::bigint)`;
       const before = await countApplied(lock);
-      try {
-        await runCommittedMigrations({
-          connectionString: databaseUrl,
-          migrationsFolder: path.join(ROOT, 'migrations'),
-          logger: quietLogger,
-        } as never);
-      } finally {
-        migratePoolUsedAt = performance.now();
+      const committed = async (folder: string) => {
+        try {
+          await runCommittedMigrations({ connectionString: databaseUrl, migrationsFolder: folder, logger: quietLogger } as never);
+        } finally {
+          migratePoolUsedAt = performance.now();
+        }
+      };
+      if (await partitionsMoveAhead(lock)) {
+        // Up to just before 000022, then its move a day at a time (src/platform/partition-upgrade.ts),
+        // then 000022 onwards, which finds the move done.
+        await withMigrationsBefore(PARTITIONS_MIGRATION, committed);
+        const steps = postgres(databaseUrl, { max: 1, onnotice: () => {}, transform: { column: { from: postgres.toCamel } } });
+        try {
+          await movePartitionsInSteps(steps);
+        } finally {
+          await steps.end();
+        }
       }
+      await committed(path.join(ROOT, 'migrations'));
       await installWorkerSchema({ connectionString: databaseUrl, logger: quietWorkerLogger });
       if (opts.views !== false) await applyViews(lock);
       return { applied: (await countApplied(lock)) - before };
@@ -64,6 +76,35 @@ export async function migrateDatabase(databaseUrl: string, opts: { views?: boole
 export async function applyViews(sql: postgres.Sql | postgres.TransactionSql) {
   for (const file of (await readdir(path.join(ROOT, 'sql'))).filter((f) => f.endsWith('.sql')).sort()) {
     await sql.unsafe(await readFile(path.join(ROOT, 'sql', file), 'utf8'));
+  }
+}
+
+/**
+ * True when committed migrations stop before the time partitions' and `emails` holds rows in a
+ * plain table (or a previous run left the move half done): the move is then done in steps.
+ */
+async function partitionsMoveAhead(sql: postgres.TransactionSql): Promise<boolean> {
+  const [exists] = await sql`select to_regclass('graphile_migrate.migrations') is not null as present`;
+  if (!exists?.present) return false;
+  const [last] = await sql<{ filename: string }[]>`select filename from graphile_migrate.migrations order by filename desc limit 1`;
+  if (!last || last.filename >= PARTITIONS_MIGRATION) return false;
+  return partitionMoveNeeded(sql);
+}
+
+/** Runs `apply` over a folder holding only the committed migrations before `filename`. */
+async function withMigrationsBefore(filename: string, apply: (folder: string) => Promise<void>) {
+  const folder = await mkdtemp(path.join(tmpdir(), 'mailroom-migrations-'));
+  try {
+    await mkdir(path.join(folder, 'committed'));
+    const number = filename.replace(/\.sql$/, '');
+    for (const file of await readdir(path.join(ROOT, 'migrations', 'committed'))) {
+      if (file.endsWith('.sql') && file.slice(0, number.length) < number) {
+        await symlink(path.join(ROOT, 'migrations', 'committed', file), path.join(folder, 'committed', file));
+      }
+    }
+    await apply(folder);
+  } finally {
+    await rm(folder, { recursive: true, force: true });
   }
 }
 

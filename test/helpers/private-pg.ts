@@ -17,7 +17,7 @@ const BIN = '/usr/lib/postgresql/15/bin';
  * that stop and start the server (never the shared one). As root it runs as the system user
  * `postgres`, as PostgreSQL requires. Stopped and removed when the file ends.
  */
-export async function startPrivatePostgres() {
+export async function startPrivatePostgres(opts: { maxConnections?: number } = {}) {
   const dir = mkdtempSync('/tmp/mailroom-pg-');
   const data = path.join(dir, 'data');
   const asRoot = userInfo().uid === 0;
@@ -29,7 +29,7 @@ export async function startPrivatePostgres() {
   const pg = (tool: string, args: string[]) => (asRoot ? run('runuser', ['-u', 'postgres', '--', path.join(BIN, tool), ...args]) : run(path.join(BIN, tool), args));
   const port = await freePort();
   await pg('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200`;
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=${opts.maxConnections ?? 200}`;
   const ctl = (...args: string[]) => pg('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-w', '-t', '30', '-o', options, ...args]);
   await ctl('start');
   let running = true;
