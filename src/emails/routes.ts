@@ -11,6 +11,7 @@ import { IdempotencyHeaders, ScheduledAt, SendEmailRequest, SendEmailResponse, T
 import { MAX_BATCH, readBatchBody } from './batch.ts';
 import { sendBatch as sendEmails, sendEmail } from './service.ts';
 import { listEventsOfEmail } from '../events/queries.ts';
+import { repliesTo } from '../inbound/queries.ts';
 
 const sendEmailRoute = createRoute({
   method: 'post',
@@ -236,6 +237,6 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
     const emailId = requireId('email', c.req.valid('param').email_id, 'Email not found.');
     const row = await q.getEmail(c.var.deps.sql, c.var.projectId, emailId);
     if (!row) throw new ApiError('not_found', 'Email not found.');
-    return c.json(toEmailResponse(row), 200);
+    return c.json({ ...toEmailResponse(row), replies: await repliesTo(c.var.deps.sql, c.var.projectId, emailId) }, 200);
   });
 }

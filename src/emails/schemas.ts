@@ -30,11 +30,14 @@ export const EmailResponse = z
     body_purged: z.boolean().optional().openapi({
       description: 'True once `BODY_RETENTION_DAYS` has passed and `html`, `text` and attachments were removed; false otherwise. Only `GET /v1/emails/{id}` shows it.',
     }),
+    replies: z.array(z.string()).optional().openapi({
+      description: 'The received emails (`rcv_…`) that answer this one, oldest first. Only `GET /v1/emails/{id}` shows it.',
+    }),
   })
   .openapi('EmailResponse');
 
 /** A list item: the email without its bodies, which only `GET /v1/emails/{id}` returns. */
-export const EmailListItem = EmailResponse.omit({ html: true, text: true, body_purged: true }).openapi('EmailListItem');
+export const EmailListItem = EmailResponse.omit({ html: true, text: true, body_purged: true, replies: true }).openapi('EmailListItem');
 
 export const EmailList = z
   .object({ data: z.array(EmailListItem), has_more: z.boolean() })

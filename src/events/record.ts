@@ -12,6 +12,7 @@ export const EVENT_TYPES = [
   'email.failed',
   'email.opened',
   'email.clicked',
+  'email.received',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

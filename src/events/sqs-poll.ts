@@ -6,6 +6,10 @@ import type { Logger } from '../platform/log.ts';
 import { CONNECTIONS_CHANNEL, listQueueConnections, type ProviderConnection } from '../providers/connections.ts';
 import { ingestSesRecord } from './ingest.ts';
 import { unwrapSesRecord } from './normalise.ts';
+import { ingestReceived } from '../inbound/ingest.ts';
+import { s3ObjectStore } from '../providers/s3.ts';
+
+const isReceived = (record: unknown) => (record as { notificationType?: unknown } | null)?.notificationType === 'Received';
 
 export type SqsPollOptions = {
   /** ReceiveMessage long-poll wait, 0 to 20 s. */
@@ -67,7 +71,10 @@ async function handleBatch(deps: Deps, client: SQSClient, conn: ProviderConnecti
       const body = message.Body ?? '';
       if (body.includes('"SubscriptionConfirmation"')) warnIfSubscriptionConfirmation(body, log);
       const record = unwrapSesRecord(body);
-      const outcome = await deps.sql.begin((tx) => ingestSesRecord(tx, log, conn.projectId, record));
+      // Receipt rules publish to the same queue as sending events; inbound mail goes to its own capability.
+      const outcome = isReceived(record)
+        ? await ingestReceived({ ...deps, log }, () => s3ObjectStore(deps.config, conn), record)
+        : await deps.sql.begin((tx) => ingestSesRecord(tx, log, conn.projectId, record));
       log.debug({ sqsMessageId: message.MessageId, outcome }, 'queued event handled');
       if (message.ReceiptHandle) committed.push({ Id: String(i), ReceiptHandle: message.ReceiptHandle });
     } catch (err) {

@@ -24,6 +24,10 @@ import { registerTemplateRoutes } from '../templates/routes.ts';
 import { registerResendTemplateRoutes } from '../templates/resend-routes.ts';
 import { renderForSend } from '../templates/service.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
+import { registerReceivingRoutes } from '../inbound/routes.ts';
+import { registerResendReceivingRoutes } from '../inbound/resend-routes.ts';
+import { registerDownloadRoutes } from '../inbound/download.ts';
+import { registerSinkInboundRoute } from '../inbound/sink-routes.ts';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
 export function createApp(deps: AppDeps) {
@@ -76,19 +80,25 @@ export function createApp(deps: AppDeps) {
   });
   registerUnsubscribeRoutes(app);
   registerTrackingRoutes(app);
+  registerDownloadRoutes(app);
   app.route('/dashboard', createDashboard());
   app.get('/', (c) => c.redirect('/dashboard', 302));
 
   const auth = requireApiKey(keyUseRecorder(deps.sql));
   app.use('/v1/*', async (c, next) => (c.req.path === '/v1/events/ses' ? next() : auth(c, next)));
   // Resend's API, for applications switching with only RESEND_BASE_URL; not in the schema.
-  app.route('/resend', createResendApp(auth, registerResendTemplateRoutes));
+  app.route('/resend', createResendApp(auth, (resend) => {
+    registerResendTemplateRoutes(resend);
+    registerResendReceivingRoutes(resend);
+  }));
 
+  registerReceivingRoutes(app);
   registerEmailRoutes(app);
   registerDomainRoutes(app);
   registerKeyRoutes(app);
   registerWebhookRoutes(app);
   registerSinkRoutes(app);
+  registerSinkInboundRoute(app);
   registerSuppressionRoutes(app);
   registerAuditRoutes(app);
   registerTemplateRoutes(app);

@@ -87,6 +87,9 @@ const schema = z.object({
   PUBLIC_BASE_URL: httpUrl.transform((s) => s.replace(/\/+$/, '')).optional(),
   AWS_ENDPOINT_URL_SESV2: httpUrl.optional(),
   AWS_ENDPOINT_URL_SQS: httpUrl.optional(),
+  AWS_ENDPOINT_URL_SES: httpUrl.optional(),
+  AWS_ENDPOINT_URL_S3: httpUrl.optional(),
+  INBOUND_MAX_MESSAGE_BYTES: intIn(1024, 1024 * 1024 * 1024).default(40 * 1024 * 1024),
   RELAY_SMTP_PORT: intIn(0, 65535).optional(),
   RELAY_SMTP_HOST: z.string().trim().min(1, 'a host name or address').optional(),
   RELAY_SMTPS_PORT: intIn(0, 65535).optional(),
@@ -184,6 +187,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
     publicBaseUrl: e.PUBLIC_BASE_URL,
     awsEndpointSesv2: e.AWS_ENDPOINT_URL_SESV2,
     awsEndpointSqs: e.AWS_ENDPOINT_URL_SQS,
+    awsEndpointSes: e.AWS_ENDPOINT_URL_SES,
+    awsEndpointS3: e.AWS_ENDPOINT_URL_S3,
+    inboundMaxMessageBytes: e.INBOUND_MAX_MESSAGE_BYTES,
     /** The SMTP submission relay (§13); off when no port is set. */
     relay: relaySmtpPort === undefined ? undefined : {
       host: e.RELAY_SMTP_HOST ?? host,

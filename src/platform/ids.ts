@@ -31,6 +31,8 @@ export const ID_PREFIX = {
   template: 'tmpl_',
   templateVersion: 'tmplv_',
   audit: 'aud_',
+  received: 'rcv_',
+  receivedAttachment: 'att_',
 } as const;
 
 /** Prefix + a 26-character ULID: lexical order is creation order, which cursor paging uses. */

@@ -21,7 +21,7 @@ function formatMailbox(a: EmailAddress): string[] {
   return [`${name} <${a.address}>`];
 }
 
-function mailboxes(header: AddressObject | AddressObject[] | undefined): string[] {
+export function mailboxes(header: AddressObject | AddressObject[] | undefined): string[] {
   return [header ?? []].flat().flatMap((h) => h.value.flatMap(formatMailbox));
 }
 
@@ -30,7 +30,7 @@ function mailboxes(header: AddressObject | AddressObject[] | undefined): string[
  * A header that appears more than once has its values joined with a newline, which an
  * unfolded value can never contain.
  */
-function headerObject(lines: readonly { key: string; line: string }[]): Record<string, string> {
+export function headerObject(lines: readonly { key: string; line: string }[]): Record<string, string> {
   const byKey = new Map<string, { name: string; values: string[] }>();
   for (const { key, line } of lines) {
     const unfolded = line.replace(/\r?\n(?=[ \t])/g, '');
@@ -76,7 +76,7 @@ export async function parseSinkMessage(raw: Buffer, envelope: { from: string; re
   };
 }
 
-function declaredType(header: unknown): string | undefined {
+export function declaredType(header: unknown): string | undefined {
   const value = typeof header === 'object' && header !== null ? (header as { value?: unknown }).value : header;
   return typeof value === 'string' && value.includes('/') ? value.toLowerCase() : undefined;
 }

@@ -1,0 +1,75 @@
+import { Readable } from 'node:stream';
+import type { Config } from '../platform/config.ts';
+import type { Sql } from '../platform/db.ts';
+import type { Logger } from '../platform/log.ts';
+import { newId } from '../platform/ids.ts';
+import type { ObjectStore } from '../providers/s3.ts';
+import { ReceivedNotification, parsedFromNotification, verdictsOf } from './notification.ts';
+import { parseReceived, type ParsedReceived } from './parse.ts';
+import { projectsHolding, projectsReceivingAt } from './queries.ts';
+import { storeReceived, type Target } from './store.ts';
+
+export type ReceivedOutcome = 'stored' | 'duplicate' | 'no_project' | 'invalid';
+
+export const newAttachmentId = () => newId('receivedAttachment');
+
+const domainOf = (address: string) => address.slice(address.lastIndexOf('@') + 1).trim().toLowerCase();
+
+/** Each project receiving at a recipient's domain, once, with the recipients that are its own. */
+async function targetsFor(sql: Sql, recipients: string[]): Promise<Target[]> {
+  const projects = await projectsReceivingAt(sql, [...new Set(recipients.map(domainOf))]);
+  return projects.map((p) => ({ projectId: p.projectId, receivedFor: recipients.filter((r) => p.domains.includes(domainOf(r))) }));
+}
+
+/**
+ * The message as the notification's action left it: fetched from S3 as a stream, or decoded
+ * from the SNS `content`. Past `INBOUND_MAX_MESSAGE_BYTES` nothing more is read, and the message
+ * is stored from the notification's headers (`content_too_large`).
+ */
+async function contentOf(config: Config, store: () => ObjectStore, n: ReceivedNotification) {
+  const max = config.inboundMaxMessageBytes;
+  const tooLarge = (size: number | null) => ({ parsed: parsedFromNotification(n), raw: null, rawSize: size, contentTooLarge: true });
+  const action = n.receipt.action;
+  if (action.type === 'S3') {
+    const object = await store().open(action.bucketName, action.objectKey);
+    if (object.length !== undefined && object.length > max) {
+      object.body.destroy();
+      return { ...tooLarge(object.length), s3: { bucket: action.bucketName, key: action.objectKey } };
+    }
+    const parsed = await parseReceived(object.body, newAttachmentId, max);
+    return { parsed, raw: null, rawSize: parsed.size, contentTooLarge: false, s3: { bucket: action.bucketName, key: action.objectKey } };
+  }
+  if (n.content === undefined) throw new Error('an SNS action notification without content');
+  const raw = Buffer.from(n.content, action.encoding === 'BASE64' ? 'base64' : 'utf8');
+  if (raw.length > max) return { ...tooLarge(raw.length), s3: null };
+  const parsed: ParsedReceived = await parseReceived(Readable.from([raw]), newAttachmentId);
+  return { parsed, raw, rawSize: raw.length, contentTooLarge: false, s3: null };
+}
+
+/**
+ * Handles one `Received` notification from the events queue (§20.2): stores the message for
+ * every project receiving at a recipient's domain. It throws when the message could not be had
+ * or stored, so the queue message stays and comes back; a repeat stores nothing twice.
+ */
+export async function ingestReceived(deps: { config: Config; sql: Sql; log: Logger }, store: () => ObjectStore, record: unknown): Promise<ReceivedOutcome> {
+  const parsed = ReceivedNotification.safeParse(record);
+  if (!parsed.success) {
+    deps.log.warn({ issue: parsed.error.issues[0]?.message }, 'Received notification not understood; dropped');
+    return 'invalid';
+  }
+  const n = parsed.data;
+  const recipients = n.receipt.recipients.length ? n.receipt.recipients : n.mail.destination;
+  let targets = await targetsFor(deps.sql, recipients);
+  if (!targets.length) {
+    deps.log.info({ sesMessageId: n.mail.messageId }, 'received message for no receiving domain of any project; dropped');
+    return 'no_project';
+  }
+  // A redelivered notification does not fetch the message again for projects that hold it.
+  const holding = await projectsHolding(deps.sql, targets.map((t) => t.projectId), n.mail.messageId);
+  targets = targets.filter((t) => !holding.has(t.projectId));
+  if (!targets.length) return 'duplicate';
+  const content = await contentOf(deps.config, store, n);
+  const stored = await storeReceived(deps.sql, targets, { sesMessageId: n.mail.messageId, verdicts: verdictsOf(n.receipt), ...content });
+  deps.log.debug({ sesMessageId: n.mail.messageId, stored }, 'received message stored');
+  return stored.length ? 'stored' : 'duplicate';
+}
