@@ -16,7 +16,7 @@ const ctx = await createTestContext({ env: { AWS_ENDPOINT_URL_S3: s3.endpoint, E
 const { sql, config } = ctx;
 
 const post = (key: string, raw: Buffer | string, type = 'message/rfc822') =>
-  ctx.app.request('/v1/sink/inbound', { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': type }, body: raw });
+  ctx.app.request('/v1/sink/inbound', { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': type }, body: typeof raw === 'string' ? raw : new Uint8Array(raw) });
 
 const READ_FIELDS = ['id', 'from', 'to', 'cc', 'reply_to', 'received_for', 'subject', 'message_id', 'in_reply_to', 'references', 'html', 'text',
   'stripped_text', 'headers', 'attachments', 'raw', 'verdicts', 'is_auto_reply', 'is_bounce', 'in_reply_to_email_id', 'thread_id',
