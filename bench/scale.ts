@@ -55,9 +55,9 @@ async function setUp(sql: Sql): Promise<Setup> {
     insert into provider_connections (project_id, region, access_key_id, secret_access_key_encrypted, ses_account_id)
     select ${projects[0]!}, 'us-east-1', 'AKIABENCHSCALE', ${Buffer.from('not a real secret')}, id from account`;
   const owner = newId('owner');
-  await sql`insert into owner_accounts (id, email, password_hash) values (${owner}, 'owner@bench.example', 'unused')`;
+  await sql`insert into members (id, email, role, password_hash) values (${owner}, 'owner@bench.example', 'owner', 'unused')`;
   const token = randomBase64url(32);
-  await sql`insert into dashboard_sessions (id, owner_id, csrf_secret, expires_at)
+  await sql`insert into dashboard_sessions (id, member_id, csrf_secret, expires_at)
     values (${sha256(token).toString('hex')}, ${owner}, ${randomBase64url(32)}, now() + interval '1 day')`;
   // Ids for given times: the ULID's time part, then 16 characters of a hash (valid base32).
   await sql.unsafe(`create or replace function bench_id(prefix text, at timestamptz, seed text) returns text

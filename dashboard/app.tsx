@@ -18,6 +18,10 @@ import { registerTemplateRoutes } from './routes/templates.tsx';
 import { registerAssetRoutes } from './routes/assets.ts';
 import { registerAuditRoutes } from './routes/audit.tsx';
 import { currentSession } from './session.ts';
+import { authorize } from './authorize.ts';
+import { registerTeamRoutes } from './routes/team.tsx';
+import { registerInvitationRoutes } from './routes/invitations.tsx';
+import { registerOidcRoutes } from './routes/oidc.tsx';
 import { readBoundedBody } from '../src/http/body.ts';
 import { ApiError } from '../src/http/errors.ts';
 import { actingAs } from '../src/audit/actor.ts';
@@ -67,7 +71,10 @@ const boundedBody: MiddlewareHandler<DashEnv> = async (c, next) => {
 
 const loadSession: MiddlewareHandler<DashEnv> = async (c, next) => {
   const session = await currentSession(c);
-  if (session) c.set('session', session);
+  if (session) {
+    c.set('session', session);
+    c.set('member', { id: session.memberId, email: session.email, role: session.role });
+  }
   await next();
 };
 
@@ -85,8 +92,8 @@ const requireLogin: MiddlewareHandler<DashEnv> = async (c, next) => {
 
 /** Changes made from here on are recorded as the signed-in person's (src/audit). */
 const auditActor: MiddlewareHandler<DashEnv> = (c, next) => {
-  const session = c.var.session!;
-  return actingAs({ type: 'member', id: session.ownerId, label: session.email, ip: auditIp(clientIp(c, c.var.deps.config.trustProxy)) }, next);
+  const member = c.var.member!;
+  return actingAs({ type: 'member', id: member.id, label: member.email, ip: auditIp(clientIp(c, c.var.deps.config.trustProxy)) }, next);
 };
 
 const loadProject: MiddlewareHandler<DashEnv> = async (c, next) => {
@@ -98,14 +105,17 @@ const loadProject: MiddlewareHandler<DashEnv> = async (c, next) => {
   await next();
 };
 
-/** The owner's dashboard, mounted at /dashboard by the HTTP app. */
+/** The team's dashboard, mounted at /dashboard by the HTTP app. */
 export function createDashboard() {
   const app = new Hono<DashEnv>();
   app.use('*', securityHeaders, boundedBody, loadSession, provideCsrf, checkCsrf);
   registerAuthRoutes(app);
   registerAssetRoutes(app);
-  app.use('*', requireLogin, auditActor);
+  registerInvitationRoutes(app);
+  registerOidcRoutes(app);
+  app.use('*', requireLogin, authorize, auditActor);
   registerProjectRoutes(app);
+  registerTeamRoutes(app);
   registerAuditRoutes(app);
   app.use('/projects/:projectId', loadProject);
   app.use('/projects/:projectId/*', loadProject);

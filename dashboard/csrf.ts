@@ -18,7 +18,8 @@ function tokenFor(secret: string): string {
   return hmacSha256Hex(secret, 'mailroom-dashboard-form');
 }
 
-function expectedOrigin(c: Context<DashEnv>): string {
+/** This request's own origin, as the browser sees it (https behind a trusted proxy). */
+export function expectedOrigin(c: Context<DashEnv>): string {
   const url = new URL(c.req.url);
   const scheme = isHttps(c, c.var.deps.config.trustProxy) ? 'https:' : url.protocol;
   return `${scheme}//${url.host}`;

@@ -1,8 +1,10 @@
-import type { Child } from 'hono/jsx';
+import { useContext, type Child } from 'hono/jsx';
 import { raw } from 'hono/html';
 import type { Project } from '../src/projects/service.ts';
 import { BASE } from './env.ts';
 import { CSRF_FIELD } from './csrf.ts';
+import { Access } from './access.ts';
+import { allowsRequest } from './permissions.ts';
 
 const CSS = `
 body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
@@ -39,14 +41,26 @@ svg.chart{background:#fff;border:1px solid #dde1e8;max-width:100%;height:auto}
 
 const FAVICON = `data:image/svg+xml,${encodeURIComponent("<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'><rect width='16' height='16' rx='3' fill='#1d2330'/><path d='M3 5h10v7H3z' fill='none' stroke='#cfe0ff'/><path d='M3 5l5 4 5-4' fill='none' stroke='#cfe0ff'/></svg>")}`;
 
-/** A POST form with the CSRF token already in it. */
+/**
+ * A POST form with the CSRF token already in it. It is left out of the page when the signed-in
+ * member's role may not post to its action (the same table the server checks).
+ */
 export function Form(props: { action: string; csrf: string; class?: string; children?: Child }) {
+  const role = useContext(Access);
+  if (role && !allowsRequest(role, 'POST', props.action)) return null;
   return (
     <form method="post" action={props.action} class={props.class}>
       <input type="hidden" name={CSRF_FIELD} value={props.csrf} />
       {props.children}
     </form>
   );
+}
+
+/** A part of a page (a heading and its form) shown only to roles that may post to `action`. */
+export function IfAllowed(props: { action: string; children?: Child }) {
+  const role = useContext(Access);
+  if (role && !allowsRequest(role, 'POST', props.action)) return null;
+  return <>{props.children}</>;
 }
 
 export type LayoutProps = {
@@ -72,6 +86,7 @@ const PROJECT_PAGES = [
 ] as const;
 
 export function Layout(props: LayoutProps) {
+  const role = useContext(Access);
   const p = props.project ? `${BASE}/projects/${props.project.id}` : undefined;
   return (
     <>
@@ -89,6 +104,7 @@ export function Layout(props: LayoutProps) {
         <body>
           <header>
             <strong><a href={BASE}>Mailroom</a></strong>
+            {props.email && <a href={`${BASE}/team`}>Team</a>}
             {p && props.project && (
               <>
                 <span>{props.project.name}</span>
@@ -97,10 +113,10 @@ export function Layout(props: LayoutProps) {
                 </nav>
               </>
             )}
-            {props.email && <a href={`${BASE}/audit`}>Audit log</a>}
+            {props.email && (!role || allowsRequest(role, 'GET', `${BASE}/audit`)) && <a href={`${BASE}/audit`}>Audit log</a>}
             {props.email && (
               <Form action={`${BASE}/logout`} csrf={props.csrf}>
-                <span class="muted">{props.email}</span> <button type="submit">Sign out</button>
+                <span class="muted">{props.email}{role && ` (${role})`}</span> <button type="submit">Sign out</button>
               </Form>
             )}
           </header>

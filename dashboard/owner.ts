@@ -1,10 +1,11 @@
-import type { Sql } from '../src/platform/db.ts';
+import type { Sql, TxSql } from '../src/platform/db.ts';
 import { newId } from '../src/platform/ids.ts';
+import type { Member } from './env.ts';
 import { dummyHash, hashPassword, needsRehash, verifyPassword } from './password.ts';
 
 /**
- * The instance's single owner account. The first registration claims the instance; the
- * `owner_accounts_singleton` index refuses any second row, even from a simultaneous signup.
+ * The instance's first member. The first registration claims the instance as its owner; everyone
+ * after joins by invitation (src/members/) or single sign-on.
  */
 
 export type Owner = { id: string; email: string };
@@ -15,8 +16,9 @@ export const MAX_EMAIL_LENGTH = 254;
 
 export class SignupError extends Error {}
 
-export async function ownerExists(sql: Sql): Promise<boolean> {
-  const [row] = await sql`select 1 from owner_accounts limit 1`;
+/** Whether the instance has been claimed: sign-up is open only until then. */
+export async function ownerExists(sql: Sql | TxSql): Promise<boolean> {
+  const [row] = await sql`select 1 from members limit 1`;
   return row !== undefined;
 }
 
@@ -24,32 +26,45 @@ export function normaliseEmail(email: string): string {
   return email.trim().toLowerCase();
 }
 
-export async function registerOwner(sql: Sql, emailInput: string, password: string): Promise<Owner> {
+/** The address, normalised, or a SignupError saying what is wrong with it. */
+export function checkEmail(emailInput: string): string {
   const email = normaliseEmail(emailInput);
   if (!/^[^\s@]+@[^\s@]+$/.test(email) || email.length > MAX_EMAIL_LENGTH) throw new SignupError(`Enter a valid email address of at most ${MAX_EMAIL_LENGTH} characters.`);
-  if (password.length < MIN_PASSWORD_LENGTH) throw new SignupError(`The password must be at least ${MIN_PASSWORD_LENGTH} characters.`);
-  if (password.length > 1024) throw new SignupError('The password must be at most 1024 characters.');
-  if (await ownerExists(sql)) throw new SignupError('This instance already has an owner; sign in instead.');
-  const passwordHash = await hashPassword(password);
-  try {
-    const [owner] = await sql<Owner[]>`
-      insert into owner_accounts (id, email, password_hash) values (${newId('owner')}, ${email}, ${passwordHash})
-      returning id, email`;
-    return owner!;
-  } catch (err) {
-    if ((err as { code?: string }).code === '23505') throw new SignupError('This instance already has an owner; sign in instead.');
-    throw err;
-  }
+  return email;
 }
 
-/** The owner when email and password match; undefined otherwise, in about the same time. */
-export async function authenticateOwner(sql: Sql, emailInput: string, password: string): Promise<Owner | undefined> {
-  const [row] = await sql<[{ id: string; email: string; passwordHash: string }?]>`
-    select id, email, password_hash from owner_accounts where email = ${normaliseEmail(emailInput)}`;
+export function checkPassword(password: string): void {
+  if (password.length < MIN_PASSWORD_LENGTH) throw new SignupError(`The password must be at least ${MIN_PASSWORD_LENGTH} characters.`);
+  if (password.length > 1024) throw new SignupError('The password must be at most 1024 characters.');
+}
+
+const TAKEN = 'This instance already has an owner; sign in instead.';
+
+export async function registerOwner(sql: Sql, emailInput: string, password: string): Promise<Owner> {
+  const email = checkEmail(emailInput);
+  checkPassword(password);
+  if (await ownerExists(sql)) throw new SignupError(TAKEN);
+  const passwordHash = await hashPassword(password);
+  return sql.begin(async (tx) => {
+    // Two simultaneous sign-ups: the lock makes the second see the first's row and stop.
+    await tx`select pg_advisory_xact_lock(hashtext('mailroom:first-member'))`;
+    if (await ownerExists(tx)) throw new SignupError(TAKEN);
+    const [owner] = await tx<Owner[]>`
+      insert into members (id, email, role, password_hash) values (${newId('member')}, ${email}, 'owner', ${passwordHash})
+      returning id, email`;
+    return owner!;
+  });
+}
+
+/** The member when email and password match; undefined otherwise, in about the same time. */
+export async function authenticateMember(sql: Sql, emailInput: string, password: string): Promise<Member | undefined> {
+  const [row] = await sql<[(Member & { passwordHash: string | null })?]>`
+    select id, email, role, password_hash from members where email = ${normaliseEmail(emailInput)}`;
+  // A member who only signs in with single sign-on has no password, and no password matches.
   const ok = await verifyPassword(password, row?.passwordHash ?? (await dummyHash()));
-  if (!row || !ok) return undefined;
+  if (!row || !row.passwordHash || !ok) return undefined;
   if (needsRehash(row.passwordHash)) {
-    await sql`update owner_accounts set password_hash = ${await hashPassword(password)} where id = ${row.id}`;
+    await sql`update members set password_hash = ${await hashPassword(password)} where id = ${row.id}`;
   }
-  return { id: row.id, email: row.email };
+  return { id: row.id, email: row.email, role: row.role };
 }

@@ -14,20 +14,21 @@ function sessionId(token: string): string {
   return sha256(token).toString('hex');
 }
 
-async function insertSession(sql: Sql, ownerId: string) {
+async function insertSession(sql: Sql, memberId: string) {
   const token = randomBase64url(32);
   await sql`
-    insert into dashboard_sessions (id, owner_id, csrf_secret, expires_at)
-    values (${sessionId(token)}, ${ownerId}, ${randomBase64url(32)}, now() + ${`${SESSION_DAYS} days`}::interval)`;
-  // Expired rows of the instance's one owner are few; sweeping them at sign-in keeps the table small.
+    insert into dashboard_sessions (id, member_id, csrf_secret, expires_at)
+    values (${sessionId(token)}, ${memberId}, ${randomBase64url(32)}, now() + ${`${SESSION_DAYS} days`}::interval)`;
+  await sql`update members set last_sign_in_at = now() where id = ${memberId}`;
+  // A team's expired rows are few; sweeping them at sign-in keeps the table small.
   await sql`delete from dashboard_sessions where expires_at < now()`;
   return token;
 }
 
 export async function findSession(sql: Sql, token: string): Promise<Session | undefined> {
   const [row] = await sql<[Session?]>`
-    select s.id, s.owner_id, o.email, s.csrf_secret
-    from dashboard_sessions s join owner_accounts o on o.id = s.owner_id
+    select s.id, s.member_id, m.email, m.role, s.csrf_secret
+    from dashboard_sessions s join members m on m.id = s.member_id
     where s.id = ${sessionId(token)} and s.expires_at > now()`;
   return row;
 }
@@ -37,8 +38,8 @@ export function cookieOptions(c: Context<DashEnv>, maxAge: number) {
   return { httpOnly: true, sameSite: 'Lax' as const, path: '/', secure: isHttps(c, c.var.deps.config.trustProxy), maxAge };
 }
 
-export async function startSession(c: Context<DashEnv>, ownerId: string) {
-  const token = await insertSession(c.var.deps.sql, ownerId);
+export async function startSession(c: Context<DashEnv>, memberId: string) {
+  const token = await insertSession(c.var.deps.sql, memberId);
   setCookie(c, SESSION_COOKIE, token, cookieOptions(c, SESSION_DAYS * 86_400));
 }
 
@@ -46,6 +47,11 @@ export async function currentSession(c: Context<DashEnv>): Promise<Session | und
   const token = getCookie(c, SESSION_COOKIE);
   if (!token || token.length > 100) return undefined;
   return findSession(c.var.deps.sql, token);
+}
+
+/** Every session of one member: a changed role or a removal applies from their next request. */
+export async function endMemberSessions(sql: Sql, memberId: string) {
+  await sql`delete from dashboard_sessions where member_id = ${memberId}`;
 }
 
 export async function endSession(c: Context<DashEnv>, session: Session) {

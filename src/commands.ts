@@ -17,6 +17,7 @@ import { rebuildStats } from './stats/rebuild.ts';
 import { TEMPLATE_COMMANDS } from './templates/commands.ts';
 import { AUDIT_COMMANDS } from './audit/commands.ts';
 import { registerOwner, SignupError } from '../dashboard/owner.ts';
+import { MEMBER_COMMANDS } from './members/commands.ts';
 
 export type CommandContext = { config: Config; sql: () => Sql };
 type Options = Record<string, { type: 'string' | 'boolean' }>;
@@ -206,6 +207,7 @@ export const COMMANDS: Record<string, Command> = {
   },
   ...TEMPLATE_COMMANDS,
   ...AUDIT_COMMANDS,
+  ...MEMBER_COMMANDS,
 };
 
 /** Finds the longest command name the arguments start with, and parses the rest. */

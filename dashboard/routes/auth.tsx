@@ -2,7 +2,7 @@ import type { Context, Hono } from 'hono';
 import { clientIp } from '../../src/http/client-ip.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { errorPage, field, render } from '../render.tsx';
-import { authenticateOwner, MAX_EMAIL_LENGTH, normaliseEmail, ownerExists, registerOwner, SignupError } from '../owner.ts';
+import { authenticateMember, MAX_EMAIL_LENGTH, normaliseEmail, ownerExists, registerOwner, SignupError } from '../owner.ts';
 import { setupAllowed } from '../setup.ts';
 import { LoginPage, SignupPage } from '../pages/auth.tsx';
 import { endSession, startSession } from '../session.ts';
@@ -72,9 +72,9 @@ export function registerAuthRoutes(app: Hono<DashEnv>) {
       c.header('Retry-After', String(Math.max(byIp.allowed ? 0 : byIp.resetSeconds, byPair.allowed ? 0 : byPair.resetSeconds)));
       return errorPage(c, 429, 'Too many attempts', 'Too many sign-in attempts. Wait a minute and try again.');
     }
-    const owner = await authenticateOwner(sql, email, field(body, 'password'));
-    if (!owner) return render(c, <LoginPage csrf={c.var.csrf} email={email} error="Wrong email or password." />, 401);
-    await startSession(c, owner.id);
+    const member = await authenticateMember(sql, email, field(body, 'password'));
+    if (!member) return render(c, <LoginPage csrf={c.var.csrf} email={email} error="Wrong email or password." />, 401);
+    await startSession(c, member.id);
     return c.redirect(BASE, 303);
   });
 

@@ -6,7 +6,7 @@ import { BASE, type DashEnv } from '../env.ts';
 import { ProjectsPage } from '../pages/projects.tsx';
 import { field, render } from '../render.tsx';
 
-/** The owner runs the whole instance, so this one list is not scoped to a project. */
+/** The team runs the whole instance, so this one list is not scoped to a project. */
 async function listProjects(sql: Sql) {
   return sql<Project[]>`select id, name, created_at from projects order by id desc`;
 }
@@ -14,7 +14,7 @@ async function listProjects(sql: Sql) {
 export function registerProjectRoutes(app: Hono<DashEnv>) {
   app.get('/', async (c) => {
     const projects = await listProjects(c.var.deps.sql);
-    return render(c, <ProjectsPage csrf={c.var.csrf} email={c.var.session!.email} projects={projects} />);
+    return render(c, <ProjectsPage csrf={c.var.csrf} email={c.var.member!.email} projects={projects} />);
   });
 
   app.post('/projects', async (c) => {
@@ -25,7 +25,7 @@ export function registerProjectRoutes(app: Hono<DashEnv>) {
     } catch (err) {
       if (!(err instanceof ServiceError)) throw err;
       const projects = await listProjects(sql);
-      return render(c, <ProjectsPage csrf={c.var.csrf} email={c.var.session!.email} projects={projects} error={err.message} />, 422);
+      return render(c, <ProjectsPage csrf={c.var.csrf} email={c.var.member!.email} projects={projects} error={err.message} />, 422);
     }
   });
 }

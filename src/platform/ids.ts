@@ -28,6 +28,9 @@ export const ID_PREFIX = {
   event: 'evt_',
   sinkMessage: 'msg_',
   owner: 'usr_',
+  /** A team member; the first owner's id kept its `usr_` when owners became members. */
+  member: 'usr_',
+  invitation: 'inv_',
   template: 'tmpl_',
   templateVersion: 'tmplv_',
   audit: 'aud_',

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
 import { browser, OWNER, signIn } from './client.ts';
 import { randomBytes, scryptSync } from 'node:crypto';
-import { authenticateOwner } from '../../dashboard/owner.ts';
+import { authenticateMember } from '../../dashboard/owner.ts';
 import { sha256 } from '../../src/platform/crypto.ts';
 
 const ctx = await createTestContext();
@@ -34,10 +34,10 @@ test('concurrent first signups: exactly one owner wins, the others are refused',
     assert.equal(r.res.status, 409);
     assert.match(r.text, /already has an owner/);
   }
-  const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from owner_accounts`;
+  const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from members`;
   assert.equal(n, 1);
   // Whoever won, make the known owner the one the rest of the file signs in as.
-  await ctx.sql`update owner_accounts set email = ${OWNER.email}`;
+  await ctx.sql`update members set email = ${OWNER.email}`;
 });
 
 test('signup is closed after the first owner: the page redirects and a POST is refused', async () => {
@@ -48,12 +48,12 @@ test('signup is closed after the first owner: the page redirects and a POST is r
   await b.get('/dashboard/login');
   const late = await b.post('/dashboard/signup', { email: 'late@example.com', password: 'another long password' });
   assert.equal(late.res.status, 409);
-  const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from owner_accounts`;
+  const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from members`;
   assert.equal(n, 1);
 });
 
 test('the password is stored as salted scrypt, never in clear', async () => {
-  const [row] = await ctx.sql<[{ passwordHash: string }]>`select password_hash from owner_accounts`;
+  const [row] = await ctx.sql<[{ passwordHash: string }]>`select password_hash from members`;
   assert.match(row.passwordHash, /^scrypt\$131072\$8\$1\$[\w-]{22}\$[\w-]{86}$/);
   assert.ok(!row.passwordHash.includes(OWNER.password));
 });
@@ -62,12 +62,12 @@ test('a hash made with older, weaker parameters still signs in, and is raised to
   const salt = randomBytes(16);
   const key = scryptSync(OWNER.password.normalize('NFC'), salt, 64, { N: 16384, r: 8, p: 1 });
   const old = ['scrypt', 16384, 8, 1, salt.toString('base64url'), key.toString('base64url')].join('$');
-  await ctx.sql`update owner_accounts set password_hash = ${old}`;
-  assert.ok(await authenticateOwner(ctx.sql, OWNER.email, OWNER.password));
-  const [row] = await ctx.sql<[{ passwordHash: string }]>`select password_hash from owner_accounts`;
+  await ctx.sql`update members set password_hash = ${old}`;
+  assert.ok(await authenticateMember(ctx.sql, OWNER.email, OWNER.password));
+  const [row] = await ctx.sql<[{ passwordHash: string }]>`select password_hash from members`;
   assert.match(row.passwordHash, /^scrypt\$131072\$8\$1\$/);
-  assert.ok(await authenticateOwner(ctx.sql, OWNER.email, OWNER.password), 'the new hash verifies');
-  assert.equal(await authenticateOwner(ctx.sql, OWNER.email, 'wrong password'), undefined);
+  assert.ok(await authenticateMember(ctx.sql, OWNER.email, OWNER.password), 'the new hash verifies');
+  assert.equal(await authenticateMember(ctx.sql, OWNER.email, 'wrong password'), undefined);
 });
 
 test('sign in: wrong password is a 401 page; the right one gives a hashed session and the cookie flags', async () => {
@@ -157,6 +157,6 @@ test('signup rejects a short password and a bad email with the form again', asyn
   assert.match(short.text, /at least 12 characters/);
   const bad = await b.post('/dashboard/signup', { email: 'not-an-email', password: OWNER.password });
   assert.equal(bad.res.status, 422);
-  const [{ n }] = await c3.sql<[{ n: number }]>`select count(*)::int as n from owner_accounts`;
+  const [{ n }] = await c3.sql<[{ n: number }]>`select count(*)::int as n from members`;
   assert.equal(n, 0);
 });

@@ -1,5 +1,8 @@
 import { createTestContext, type TestContext } from '../helpers/app.ts';
 import { ownerSetupToken } from '../../dashboard/setup.ts';
+import { newId } from '../../src/platform/ids.ts';
+import { randomBase64url, sha256 } from '../../src/platform/crypto.ts';
+import type { Role } from '../../src/members/roles.ts';
 
 /** A cookie-keeping client over `app.request()`, reading CSRF tokens out of pages like a browser would. */
 export function browser(ctx: TestContext, extraHeaders: Record<string, string> = {}) {
@@ -84,4 +87,20 @@ export async function signedInWithTwoProjects() {
   const a = await ctx.tenant('project A');
   const other = await ctx.tenant('project B');
   return { ctx, b, a, other, P: `/dashboard/projects/${a.projectId}`, Q: `/dashboard/projects/${other.projectId}` };
+}
+
+/**
+ * A member with `role` and a signed-in client for them. The session row is written directly, as
+ * sign-in would write it, so a test needs no scrypt work per member.
+ */
+export async function memberSession(ctx: TestContext, role: Role, email = `${role}-${randomBase64url(6).toLowerCase()}@example.com`) {
+  const id = newId('member');
+  await ctx.sql`insert into members (id, email, role) values (${id}, ${email}, ${role})`;
+  const token = randomBase64url(32);
+  await ctx.sql`insert into dashboard_sessions (id, member_id, csrf_secret, expires_at)
+    values (${sha256(token).toString('hex')}, ${id}, ${randomBase64url(32)}, now() + interval '1 day')`;
+  const b = browser(ctx);
+  b.jar.set('mailroom_session', token);
+  await b.get('/dashboard');
+  return { id, email, b };
 }

@@ -12,7 +12,7 @@ import { logOwnerSetup } from '../../dashboard/setup.ts';
 import type { Config } from '../../src/platform/config.ts';
 
 const owners = async (sql: Awaited<ReturnType<typeof createTestContext>>['sql']) =>
-  (await sql<{ n: number }[]>`select count(*)::int as n from owner_accounts`)[0]!.n;
+  (await sql<{ n: number }[]>`select count(*)::int as n from members`)[0]!.n;
 
 test('production: sign-up without the setup link is 403; the API logs the link at start, and it works', async () => {
   const ctx = await createTestContext();

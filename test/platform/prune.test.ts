@@ -16,8 +16,8 @@ test('maintenance__prune drops idempotency keys past 24 h, old SNS message ids a
       values (${t.projectId}, ${key}, ${Buffer.alloc(32)}, ${id}, now() - ${age}::interval)`;
   }
   await ctx.sql`insert into sns_messages (message_id, received_at) values ('old', now() - interval '15 days'), ('fresh', now())`;
-  await ctx.sql`insert into owner_accounts (id, email, password_hash) values ('usr_prune', 'o@x.test', 'x')`;
-  await ctx.sql`insert into dashboard_sessions (id, owner_id, csrf_secret, expires_at) values
+  await ctx.sql`insert into members (id, email, role, password_hash) values ('usr_prune', 'o@x.test', 'owner', 'x')`;
+  await ctx.sql`insert into dashboard_sessions (id, member_id, csrf_secret, expires_at) values
     ('expired', 'usr_prune', 's', now() - interval '1 minute'), ('live', 'usr_prune', 's', now() + interval '1 day')`;
   const run = pruneTask({ sql: ctx.sql, log: createLogger('silent'), config: ctx.config });
   await run({}, {} as never);

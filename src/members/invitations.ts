@@ -1,0 +1,104 @@
+import type { Sql, TxSql } from '../platform/db.ts';
+import { randomBase64url, sha256 } from '../platform/crypto.ts';
+import { ServiceError } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import { checkEmail, checkPassword, SignupError } from '../../dashboard/owner.ts';
+import { hashPassword } from '../../dashboard/password.ts';
+import { getMemberByEmail } from './queries.ts';
+import { insertMember } from './service.ts';
+import { isRole, ROLES, type Role } from './roles.ts';
+
+/** An invitation link works once, for this long. */
+export const INVITATION_DAYS = 7;
+/** The path a link opens, under the instance's base URL. */
+export const JOIN_PATH = '/dashboard/join/';
+
+export type Invitation = { id: string; email: string; role: Role; invite_url: string; expires_at: string };
+
+/** The link's token is shown once, in invite_url; only its SHA-256 is stored. */
+function tokenHash(token: string): Buffer {
+  return sha256(token);
+}
+
+/**
+ * Invites `email` as `role`. A second invitation to the same address replaces the first, whose
+ * link stops working. `baseUrl` is the instance's public origin, e.g. https://mail.example.com.
+ */
+export async function createInvitation(sql: Sql, input: { email: string; role: string; invitedBy: string | null; baseUrl: string }): Promise<Invitation> {
+  let email: string;
+  try {
+    email = checkEmail(input.email);
+  } catch (err) {
+    if (err instanceof SignupError) throw new ServiceError('invalid_input', err.message);
+    throw err;
+  }
+  if (!isRole(input.role)) throw new ServiceError('invalid_input', `The role must be one of ${ROLES.join(', ')}.`);
+  const token = randomBase64url(32);
+  const id = newId('invitation');
+  const row = await sql.begin(async (tx) => {
+    if (await getMemberByEmail(tx, email)) throw new ServiceError('conflict', `${email} is already a member.`);
+    await tx`delete from member_invitations where email = ${email} and accepted_at is null`;
+    const [inserted] = await tx<[{ expiresAt: Date }]>`
+      insert into member_invitations (id, email, role, token_hash, invited_by, expires_at)
+      values (${id}, ${email}, ${input.role}, ${tokenHash(token)}, ${input.invitedBy}, now() + ${`${INVITATION_DAYS} days`}::interval)
+      returning expires_at`;
+    return inserted;
+  });
+  return { id, email, role: input.role, invite_url: `${input.baseUrl.replace(/\/+$/, '')}${JOIN_PATH}${token}`, expires_at: row.expiresAt.toISOString() };
+}
+
+export type OpenInvitation = { id: string; email: string; role: Role; expiresAt: Date };
+
+/** The open invitation a link's token names, or undefined when it is unknown, used or expired. */
+export async function findInvitation(sql: Sql | TxSql, token: string, lock = false): Promise<OpenInvitation | undefined> {
+  if (!/^[\w-]{43}$/.test(token)) return undefined;
+  const [row] = await sql<[OpenInvitation?]>`
+    select id, email, role, expires_at from member_invitations
+    where token_hash = ${tokenHash(token)} and accepted_at is null and expires_at > now()
+    ${lock ? sql`for update` : sql``}`;
+  return row;
+}
+
+/** Marks an open invitation used by the member it made; inside the transaction that made them. */
+export async function markAccepted(tx: TxSql, invitationId: string, memberId: string) {
+  await tx`update member_invitations set accepted_at = now(), accepted_by = ${memberId} where id = ${invitationId}`;
+}
+
+/** Following the link: the invitee sets a password and becomes a member. The link then stops working. */
+export async function acceptInvitation(sql: Sql, token: string, password: string) {
+  try {
+    checkPassword(password);
+  } catch (err) {
+    if (err instanceof SignupError) throw new ServiceError('invalid_input', err.message);
+    throw err;
+  }
+  const passwordHash = await hashPassword(password);
+  return sql.begin(async (tx) => {
+    const invitation = await findInvitation(tx, token, true);
+    if (!invitation) throw new ServiceError('not_found', 'This invitation link was used already, has expired, or was withdrawn.');
+    const member = await insertMember(tx, invitation.email, invitation.role, passwordHash);
+    await markAccepted(tx, invitation.id, member.id);
+    return { member, invitation };
+  });
+}
+
+/** The open invitation to `email`, for single sign-on, which proves the address instead of a link. */
+export async function openInvitationFor(tx: TxSql, email: string): Promise<OpenInvitation | undefined> {
+  const [row] = await tx<[OpenInvitation?]>`
+    select id, email, role, expires_at from member_invitations
+    where email = ${email} and accepted_at is null and expires_at > now() for update`;
+  return row;
+}
+
+export async function withdrawInvitation(sql: Sql, invitationId: string) {
+  const [row] = await sql<[{ id: string; email: string; role: Role }?]>`
+    delete from member_invitations where id = ${invitationId} and accepted_at is null returning id, email, role`;
+  if (!row) throw new ServiceError('not_found', 'There is no such open invitation.');
+  return row;
+}
+
+export async function getOpenInvitation(sql: Sql, invitationId: string) {
+  const [row] = await sql<[{ id: string; email: string; role: Role }?]>`
+    select id, email, role from member_invitations where id = ${invitationId} and accepted_at is null`;
+  return row;
+}
