@@ -121,7 +121,7 @@ test('API: the audit log is for full keys, of their own project; bad paging and 
 test('dashboard: every change is recorded once as the signed-in person, with their address', async () => {
   const b = browser(ctx, { 'x-forwarded-for': '198.51.100.7' });
   await signIn(b);
-  const [owner] = await ctx.sql<[{ id: string }]>`select id from owner_accounts where email = ${OWNER.email}`;
+  const [owner] = await ctx.sql<[{ id: string }]>`select id from members where email = ${OWNER.email}`;
   const made = await b.post('/dashboard/projects', { name: 'Dash' });
   assert.equal(made.res.status, 303);
   const projectId = /projects\/(proj_[0-9A-Z]+)/.exec(made.res.headers.get('location')!)![1]!;
