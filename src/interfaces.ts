@@ -46,5 +46,8 @@ export type TrackableEmail = {
  */
 export type HtmlForSending = (email: TrackableEmail, log: Logger) => Promise<string | undefined>;
 
-/** The name a worker process's leases carry, and the emails it is attempting or has yet to settle. */
-export type LeaseHolder = { id: string; busy: Set<string> };
+/**
+ * The name a worker process's leases carry, and the emails it is attempting or has yet to settle
+ * (email id to project id), whose leases it re-asserts when it reconnects after an outage.
+ */
+export type LeaseHolder = { id: string; busy: Map<string, string> };

@@ -266,10 +266,13 @@ export async function claimEmail(
         or (status = 'sending' and (
           lease_owner is null
           or exists (select 1 from worker_heartbeats h where h.pool_id = ${holder} and h.ended_at is not null)
+          -- A holder's silence counts from when the database last started, if later (§18.8): one
+          -- that could not beat only because the server was away is not dead, and is given the
+          -- dead-after window to beat again once it is back (its leases are re-asserted then).
           or (coalesce(lease_expires_at < now(), true) and not exists (
             select 1 from worker_heartbeats h
             where h.pool_id = ${holder} and h.ended_at is null
-              and h.last_seen_at > now() - make_interval(secs => ${lease.deadAfterSeconds})
+              and greatest(h.last_seen_at, pg_postmaster_start_time()) > now() - make_interval(secs => ${lease.deadAfterSeconds})
               and emails.lease_expires_at > now() - interval '15 minutes'))
           ${lease.self && !lease.self.busy ? sql`or ${holder} = ${lease.self.id}` : sql``})))
     returning id, project_id, attempt_count, from_address, to_addresses, cc_addresses, bcc_addresses,

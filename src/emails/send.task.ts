@@ -15,6 +15,7 @@ import { quotaRereadDone, rereadQuotaAfterThrottle } from '../providers/quota.ts
 import { getProviderConnection } from '../providers/connections.ts';
 import { settlePending, settleSentWhenBack } from './settle-later.ts';
 import { submittedBodies } from './submitted-bodies.ts';
+import { LEASE_SECONDS } from './leases.ts';
 import { transportFor, type Envelope, type SendOptions, type Transport } from '../providers/transport.ts';
 import { bareAddress, normaliseAddress } from '../suppressions/address.ts';
 import { suppressedAmong } from '../suppressions/queries.ts';
@@ -25,12 +26,6 @@ import { observeSend, recordEmailOutcome } from '../platform/metrics.ts';
 /** Attempts (about an hour of backoff) before a retryable failure becomes `provider_unavailable`. */
 export const MAX_SEND_ATTEMPTS = 8;
 export const SINK_SMTP_RESPONSE = '250 Accepted by the Mailroom sink';
-/**
- * How long a claim holds the email. It outlasts one attempt (the SES call gives up after 30 s),
- * and a worker that dies leaves it to others once its pool stops heartbeating, or at the latest
- * when this runs out.
- */
-const LEASE_SECONDS = 45;
 /**
  * A request to SES must leave within this of its slot, else it takes another. The pacing's
  * headroom absorbs about 170 ms between slot and SES; the rest is left to the connection.
@@ -233,7 +228,7 @@ export function emailSendTask(deps: WorkerDeps, outgoingHtml?: HtmlForSending): 
       if (leaseEnd) await q.enqueueSendAgain(sql, projectId, emailId, leaseEnd.getTime() - Date.now() + 1000);
       return;
     }
-    leases?.busy.add(emailId);
+    leases?.busy.set(emailId, projectId);
     try {
       await sendClaimed(deps, email, outgoingHtml);
     } catch (err) {
@@ -260,7 +255,7 @@ const GIVE_UP_RETRY_MS = [1000, 2000, 4000, 5000];
  * out its lease, since a retry that finds the lease live waits for its end.
  */
 function giveUpLeaseWhenBack({ sql, log, leases }: WorkerDeps, email: ClaimedEmail) {
-  leases?.busy.add(email.id);
+  leases?.busy.set(email.id, email.projectId);
   givingUp.add(email.id);
   void (async () => {
     for (let i = 0; ; i++) {

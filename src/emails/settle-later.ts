@@ -20,7 +20,7 @@ const pending = new Map<string, Pending>();
  */
 export function settleSentWhenBack(deps: WorkerDeps, email: ClaimedEmail, messageId: string, delivered: boolean, events: EmailEvent[]) {
   const { sql, log, leases } = deps;
-  leases?.busy.add(email.id);
+  leases?.busy.set(email.id, email.projectId);
   const done = (async () => {
     for (let i = 0; ; i++) {
       await sleep(RETRY_MS[Math.min(i, RETRY_MS.length - 1)]!, undefined, { ref: false });

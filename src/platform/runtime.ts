@@ -7,6 +7,7 @@ import { createRedis } from './redis.ts';
 import { randomUUID } from 'node:crypto';
 import { onShutdown, SHUTDOWN_BUDGET_MS } from './shutdown.ts';
 import { flushPendingSettles } from '../emails/settle-later.ts';
+import { reassertLeases } from '../emails/leases.ts';
 import { startMetricsServer } from './metrics.ts';
 import { reencodeLegacySecrets } from '../webhooks/secret.ts';
 import { createApp } from '../http/app.ts';
@@ -45,7 +46,7 @@ export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolea
   // The sink listens before jobs start, so sink-bound sends picked up at boot find it.
   const services = await startWorkerServices(deps);
   // The name this process's email leases carry; it beats as long as the process lives.
-  const leases = deps.leases ?? { id: `holder-${randomUUID()}`, busy: new Set<string>() };
+  const leases = deps.leases ?? { id: `holder-${randomUUID()}`, busy: new Map<string, string>() };
   deps = { ...deps, leases };
   // Webhook flushes and retries run in a runner of their own: a slow endpoint holds one of
   // WEBHOOK_CONCURRENCY slots for up to its timeout, never a slot a send needs. Each runner takes
@@ -58,6 +59,7 @@ export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolea
     taskList: others,
     crontab: opts.crontab === false ? [] : buildCrontab(deps),
     holderId: leases.id,
+    beforeFetching: (db) => reassertLeases(db, leases),
   });
   // Webhook flushes hold no email lease, so their runner beats for its pool alone.
   const webhookWorker = await startWorker({ ...common, concurrency: config.webhookConcurrency, taskList: webhookTasks }).catch(async (err: unknown) => {

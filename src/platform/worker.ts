@@ -61,6 +61,11 @@ export async function startWorker(opts: {
   crontab?: CronItem[];
   deadAfterSeconds?: number;
   holderId?: string;
+  /**
+   * Run on a fresh connection each time a runner is replaced, before the old runner's jobs are
+   * released and before the new one fetches anything: the holder re-asserts its leases there.
+   */
+  beforeFetching?: (db: pg.Pool) => Promise<unknown>;
 }): Promise<WorkerHandle> {
   const { sql, log } = opts;
   const deadAfterSeconds = opts.deadAfterSeconds ?? DEAD_AFTER_SECONDS;
@@ -178,6 +183,9 @@ export async function startWorker(opts: {
           // connection unanswered.
           const probe = newPgPool();
           try {
+            // What this process holds is claimed again first: once the old pool's jobs are free,
+            // a runner may fetch the job of an email whose send is still waiting to be recorded.
+            await opts.beforeFetching?.(probe);
             await probe.query(`
               with ended as (
                 update worker_heartbeats set ended_at = coalesce(ended_at, now()), last_seen_at = '-infinity', jobs_released = true
@@ -315,6 +323,17 @@ export function releasingOnce(pool: pg.Pool, onSecond: () => void): pg.Pool {
 }
 
 /**
+ * Whether a heartbeat row has been silent for `deadAfterSeconds`, counted from when the database
+ * last started if that is later: a pool or lease holder that could not beat because the server
+ * was away (a restart, a failover) gets the whole window after it is back to beat again, however
+ * long the outage was. The claim of an email (emails/queries.ts) counts its holder's silence the
+ * same way.
+ */
+export function silentFor(sql: Sql, deadAfterSeconds: number, row = sql`worker_heartbeats`) {
+  return sql`greatest(${row}.last_seen_at, pg_postmaster_start_time()) < now() - make_interval(secs => ${deadAfterSeconds})`;
+}
+
+/**
  * Releases the jobs of pools whose heartbeat went stale or that stopped, and forgets those pools.
  * It reads only the heartbeat table, whose rows are the live pools and the recently gone ones, so
  * it costs the same with millions of jobs queued; a pool that died before its first heartbeat is
@@ -334,7 +353,7 @@ async function releaseStale(sql: Sql, deadAfterSeconds: number): Promise<string[
   const gone = await sql<{ poolId: string; stopped: boolean }[]>`
     with due as (
       select pool_id, ended_at is not null as stopped from worker_heartbeats
-      where not jobs_released and (ended_at is not null or last_seen_at < now() - make_interval(secs => ${deadAfterSeconds}))
+      where not jobs_released and (ended_at is not null or ${silentFor(sql, deadAfterSeconds)})
       for update
     ), ended as (
       update worker_heartbeats h set ended_at = coalesce(h.ended_at, now()), last_seen_at = '-infinity', jobs_released = true
@@ -367,9 +386,10 @@ export async function releaseJobsOfDeadPools(sql: Sql, log: Logger, deadAfterSec
       select distinct j.locked_by from graphile_worker.jobs j
       where j.locked_by is not null
         and j.locked_at < now() - make_interval(secs => ${deadAfterSeconds})
+        and pg_postmaster_start_time() < now() - make_interval(secs => ${deadAfterSeconds})
         and not exists (
           select 1 from worker_heartbeats h
-          where h.pool_id = j.locked_by and h.last_seen_at > now() - make_interval(secs => ${deadAfterSeconds}))
+          where h.pool_id = j.locked_by and not ${silentFor(sql, deadAfterSeconds, sql`h`)})
     ), unlocked as (
       select graphile_worker.force_unlock_workers(array(select locked_by from dead)) where exists (select 1 from dead)
     )
