@@ -179,6 +179,10 @@ async function measure(sql: Sql, s: Setup, api: string): Promise<Record<string, 
     ['GET /metrics', '/metrics', {}],
     ['dashboard overview', `/dashboard/projects/${p}`, { cookie: s.cookie }],
   ];
+  // §21.5: one customer's emails, by recipient (user7@ is on 1 of the measured project's emails at
+  // 10 thousand and 5 at 1 million), and an address on none.
+  routes.push(['GET /v1/emails?to=', `/v1/emails?limit=${PAGE}&to=user7%40customer.example`, auth]);
+  routes.push(['GET /v1/emails?to= (on no email)', `/v1/emails?limit=${PAGE}&to=nobody%40customer.example`, auth]);
   for (const [name, path, headers] of routes) out[name] = await timeRoute(api + path, headers);
   for (const view of ['queue', 'email_pipeline', 'webhook_health', 'stuck', 'domains', 'providers']) {
     out[`ops.${view}`] = await timeSql(sql, `select * from ops.${view}`);

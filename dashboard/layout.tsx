@@ -16,7 +16,7 @@ table{border-collapse:collapse;width:100%;background:#fff;margin:.6rem 0}
 th,td{border:1px solid #dde1e8;padding:.35rem .5rem;text-align:left;vertical-align:top;font-size:14px}
 th{background:#eef1f5}
 pre{background:#fff;border:1px solid #dde1e8;padding:.6rem;overflow:auto;max-height:28rem;white-space:pre-wrap;word-break:break-all}
-input[type=text],input[type=email],input[type=password],input[type=url]{padding:.35rem;min-width:18rem}
+input[type=text],input[type=email],input[type=password],input[type=url],input[type=search]{padding:.35rem;min-width:18rem}
 textarea{font:13px/1.4 ui-monospace,monospace;width:100%;max-width:60rem}
 button{padding:.3rem .7rem;cursor:pointer}
 form.inline{display:inline}

@@ -13,13 +13,16 @@ export function EmailsPage(props: Base & {
   emails: EmailRow[];
   hasMore: boolean;
   isFirst: boolean;
-  filters: { status?: string; tag?: string };
+  filters: { status?: string; tag?: string; to?: string };
   error?: string;
 }) {
   const p = `${BASE}/projects/${props.project.id}/emails`;
   return (
     <Layout title="Emails" csrf={props.csrf} email={props.email} project={props.project}>
       <form class="filters" method="get" action={p}>
+        <label>Recipient (to, cc or bcc)
+          <input type="search" name="to" value={props.filters.to ?? ''} placeholder="ann@example.net" maxlength={320} />
+        </label>
         <label>Status
           <select name="status">
             <option value="">any</option>
@@ -30,7 +33,7 @@ export function EmailsPage(props: Base & {
           <input type="text" name="tag" value={props.filters.tag ?? ''} placeholder="category:welcome" maxlength={600} />
         </label>
         <button type="submit">Filter</button>
-        {(props.filters.status || props.filters.tag) && <a href={p}>Clear filters</a>}
+        {(props.filters.status || props.filters.tag || props.filters.to) && <a href={p}>Clear filters</a>}
       </form>
       <ErrorNote message={props.error} />
       <table id="emails">

@@ -61,14 +61,27 @@ const pageFetch = (sql: Sql, limit: number) => sql.unsafe(limit < 26 ? '26' : '1
 /**
  * Newest first; fetches at least one extra row to answer has_more without a count. A tag filter
  * walks the tag's entries in email_tags in page order, so a rare tag reads the page's rows, not
- * the project.
+ * the project; a recipient filter (`to`: a bare, lower-cased address) walks email_recipients the
+ * same way, any tag then checked per email.
  */
 export async function listEmails(
   sql: Sql,
   projectId: string,
-  opts: { limit: number; startingAfter?: string; status?: EmailStatus; tag?: { name: string; value: string } },
+  opts: { limit: number; startingAfter?: string; status?: EmailStatus; tag?: { name: string; value: string }; to?: string },
 ) {
-  const rows = opts.tag
+  const rows = opts.to
+    ? await sql<EmailRow[]>`
+      select ${EMAIL_COLUMNS(sql)}
+      from email_recipients r
+      join emails on emails.id = r.email_id and emails.project_id = r.project_id
+      where r.project_id = ${projectId} and r.address = ${opts.to}
+        ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+        ${opts.tag ? sql`and exists (select 1 from email_tags t where t.project_id = r.project_id and t.name = ${opts.tag.name}
+          and t.value = ${opts.tag.value} and t.email_id = r.email_id)` : sql``}
+        ${opts.startingAfter ? sql`and r.email_id < ${opts.startingAfter}` : sql``}
+      order by r.email_id desc
+      limit ${pageFetch(sql, opts.limit)}`
+    : opts.tag
     ? await sql<EmailRow[]>`
       select ${EMAIL_COLUMNS(sql)}
       from email_tags t
@@ -182,7 +195,7 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
         reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb,
         track_opens boolean, track_clicks boolean, template_id text, template_version integer, source text, raw_at integer, raw_length integer,
         message_id_header text, submitted_message_id text)
-      returning id, project_id, scheduled_at, tags, submitted_message_id
+      returning id, project_id, scheduled_at, tags, submitted_message_id, to_addresses, cc_addresses, bcc_addresses
     ),
     submitted as (
       insert into submitted_message_ids (project_id, message_id, email_id)
@@ -192,6 +205,12 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
       insert into email_tags (project_id, name, value, email_id)
       select i.project_id, t->>'name', t->>'value', i.id
       from inserted i cross join lateral jsonb_array_elements(i.tags) t
+      on conflict do nothing
+    ),
+    addressed as (
+      insert into email_recipients (project_id, address, email_id)
+      select i.project_id, mailroom_bare_address(a), i.id
+      from inserted i cross join lateral unnest(i.to_addresses || i.cc_addresses || i.bcc_addresses) a
       on conflict do nothing
     )
     select count(*) from graphile_worker.add_jobs(array(

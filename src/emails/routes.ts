@@ -1,5 +1,6 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { ApiError, errorResponses, requireId, validationErrorFromZod } from '../http/errors.ts';
+import { ApiError, ValidationError, errorResponses, requireId, validationErrorFromZod } from '../http/errors.ts';
+import { storedAddress } from '../suppressions/address.ts';
 import type { Context } from 'hono';
 import { isWellFormedId } from '../platform/ids.ts';
 import type { AppEnv } from '../http/context.ts';
@@ -46,7 +47,9 @@ const listEmails = createRoute({
   path: '/v1/emails',
   tags: ['emails'],
   summary: 'List emails',
-  description: 'The project\'s emails, newest first, with cursor paging on `starting_after`.',
+  description:
+    'The project\'s emails, newest first, with cursor paging on `starting_after`. `to` finds the emails that had an ' +
+    'address in `to`, `cc` or `bcc` (exact, case-insensitive); it combines with `status` and `tag`.',
   security: SECURITY,
   request: {
     query: z.object({
@@ -55,6 +58,8 @@ const listEmails = createRoute({
       status: z.enum(EMAIL_STATUSES).optional(),
       tag: z.string().max(600).regex(TAG_FILTER, 'tag is name:value').optional()
         .openapi({ description: 'Only emails carrying this tag, as `name:value`.' }),
+      to: z.string().max(320).optional()
+        .openapi({ description: 'Only emails sent to this address, in `to`, `cc` or `bcc`; a bare address such as `ann@example.net`, any case.', example: 'ann@example.net' }),
     }),
   },
   responses: {
@@ -190,14 +195,16 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
   });
 
   app.openapi(listEmails, async (c) => {
-    const { limit, starting_after: startingAfter, status, tag: tagFilter } = c.req.valid('query');
+    const { limit, starting_after: startingAfter, status, tag: tagFilter, to: toFilter } = c.req.valid('query');
     const tag = tagFilter ? parseTagFilter(tagFilter) : undefined;
+    const to = toFilter === undefined ? undefined : storedAddress(toFilter);
+    if (toFilter !== undefined && !to) throw new ValidationError([{ loc: ['query', 'to'], msg: 'Not an email address', type: 'value_error', input: toFilter }]);
     const projectId = c.var.projectId;
     const sql = c.var.deps.sql;
     if (startingAfter && !(isWellFormedId('email', startingAfter) && await q.emailExists(sql, projectId, startingAfter))) {
       throw new ApiError('not_found', 'starting_after does not name an email of this project.');
     }
-    const page = await q.listEmails(sql, projectId, { limit, startingAfter, status, tag });
+    const page = await q.listEmails(sql, projectId, { limit, startingAfter, status, tag, to });
     return c.json({ data: page.rows.map(toEmailListItem), has_more: page.hasMore }, 200);
   });
 

@@ -2,13 +2,13 @@ import type { ReservedSql, Sql } from '../platform/db.ts';
 import { countEvents } from '../events/record.ts';
 
 /**
- * emails, events, webhook_deliveries and email_tags are partitioned by email id, one partition per
+ * emails, events, webhook_deliveries, email_tags and email_recipients are partitioned by email id, one partition per
  * UTC day (`<table>_pYYYYMMDD`, made by the `mailroom_ensure_partitions` SQL function). Everything
- * about an email lives in its day's partitions, so retention drops a day as four tables. There is
+ * about an email lives in its day's partitions, so retention drops a day as five tables. There is
  * no default partition (it would stop PostgreSQL reading the partitions in id order), so the days
  * ahead are made early: by the migration, at worker start and by every retention run.
  */
-export const PARTITIONED_TABLES = ['emails', 'email_tags', 'events', 'webhook_deliveries'] as const;
+export const PARTITIONED_TABLES = ['emails', 'email_tags', 'email_recipients', 'events', 'webhook_deliveries'] as const;
 
 /** Days of partitions kept ready ahead of today, so a send never waits for one to be made. */
 export const PARTITION_DAYS_AHEAD = 7;
@@ -82,7 +82,7 @@ export async function unfinishedDays(sql: Sql): Promise<string[]> {
     select distinct to_char(to_date(substring(c.relname from '_p([0-9]{8})$'), 'YYYYMMDD'), 'YYYY-MM-DD') as day
     from pg_class c left join pg_inherits i on i.inhrelid = c.oid
     where c.relkind = 'r' and pg_table_is_visible(c.oid)
-      and c.relname ~ '^(emails|events|webhook_deliveries|email_tags)_p[0-9]{8}$'
+      and c.relname ~ '^(emails|events|webhook_deliveries|email_tags|email_recipients)_p[0-9]{8}$'
       and (i.inhrelid is null or i.inhdetachpending)
     order by 1`;
   return rows.map((r) => r.day);
@@ -100,7 +100,7 @@ async function dayTables(sql: ReservedSql, day: string) {
 }
 
 /**
- * Removes one day's partitions of the four tables without holding a lock that sends or reads
+ * Removes one day's partitions of the day's tables without holding a lock that sends or reads
  * wait on, and returns how many emails went, or undefined when it could not finish within `waitMs`
  * (the day is finished by a later run).
  *

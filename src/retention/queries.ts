@@ -8,7 +8,7 @@ export const RETENTION_BATCH = 500;
 
 /**
  * Removes up to `batch` emails created before `cutoff`, oldest first, with their webhook
- * deliveries, events, tag entries and idempotency keys, in one statement, and takes their events
+ * deliveries, events, tag and recipient entries and idempotency keys, in one statement, and takes their events
  * off the daily counters. Whole days go as dropped partitions (partitions.ts); this removes what is
  * left outside them. Rows another transaction holds are skipped (SKIP LOCKED), so a step never
  * waits on a send; and a send never waits on a step, which only locks emails long past any send.
@@ -17,7 +17,7 @@ export const RETENTION_BATCH = 500;
 export async function removeExpiredEmails(sql: Sql | TxSql, cutoff: Date, batch = RETENTION_BATCH): Promise<number> {
   const [row] = await sql<[{ removed: number }]>`
     with doomed as (
-      select id, project_id, tags from emails
+      select id, project_id, tags, to_addresses, cc_addresses, bcc_addresses from emails
       where created_at < ${cutoff}
       order by created_at
       limit ${batch}
@@ -37,6 +37,10 @@ export async function removeExpiredEmails(sql: Sql | TxSql, cutoff: Date, batch 
       delete from email_tags t
       using doomed d cross join lateral jsonb_array_elements(d.tags) x
       where t.project_id = d.project_id and t.name = x->>'name' and t.value = x->>'value' and t.email_id = d.id),
+    gone_recipients as (
+      delete from email_recipients r
+      using doomed d cross join lateral unnest(d.to_addresses || d.cc_addresses || d.bcc_addresses) a
+      where r.project_id = d.project_id and r.address = mailroom_bare_address(a) and r.email_id = d.id),
     gone as (
       delete from emails m using doomed d where m.id = d.id
       returning m.id)

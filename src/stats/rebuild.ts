@@ -2,8 +2,8 @@ import type { Sql } from '../platform/db.ts';
 
 /**
  * Recomputes every number kept only to make reads fast from the rows it summarises: the daily
- * event counters per project (from events) and the tag entries the tag filter reads (from each
- * email's tags). One transaction; the counters are locked while it runs, so an event recorded
+ * event counters per project (from events), the tag entries the tag filter reads (from each
+ * email's tags) and the recipient entries the `to` filter reads (from each email's to, cc and bcc). One transaction; the counters are locked while it runs, so an event recorded
  * meanwhile waits and is then counted once. Returns how many derived rows were written.
  */
 export async function rebuildStats(sql: Sql): Promise<number> {
@@ -27,7 +27,19 @@ export async function rebuildStats(sql: Sql): Promise<number> {
       from emails e cross join lateral jsonb_array_elements(e.tags) x
       where e.tags <> '[]'::jsonb
       on conflict do nothing`;
-    const [kept] = await tx<[{ n: number }]>`select count(*)::int as n from email_tags`;
+    await tx`lock table email_recipients in share row exclusive mode`;
+    await tx`
+      delete from email_recipients r
+      where not exists (
+        select 1 from emails e
+        where e.id = r.email_id and e.project_id = r.project_id
+          and r.address in (select mailroom_bare_address(a) from unnest(e.to_addresses || e.cc_addresses || e.bcc_addresses) a))`;
+    await tx`
+      insert into email_recipients (project_id, address, email_id)
+      select e.project_id, mailroom_bare_address(a), e.id
+      from emails e cross join lateral unnest(e.to_addresses || e.cc_addresses || e.bcc_addresses) a
+      on conflict do nothing`;
+    const [kept] = await tx<[{ n: number }]>`select (select count(*) from email_tags)::int + (select count(*) from email_recipients)::int as n`;
     return counts.count + kept.n;
   });
 }

@@ -3,7 +3,8 @@ import type { Sql } from '../../src/platform/db.ts';
 
 /**
  * Every derived number against a direct count of the rows it summarises: the daily counters per
- * project, day and event type against events, and the tag entries against each email's tags.
+ * project, day and event type against events, the tag entries against each email's tags, and the
+ * recipient entries against each email's to, cc and bcc.
  */
 export async function assertDerivedMatchBaseRows(sql: Sql, what: string) {
   const counted = await sql<{ key: string; n: number }[]>`
@@ -18,4 +19,9 @@ export async function assertDerivedMatchBaseRows(sql: Sql, what: string) {
     select e.project_id || ' ' || (x->>'name') || ':' || (x->>'value') || ' ' || e.id as key
     from emails e cross join lateral jsonb_array_elements(e.tags) x order by 1`;
   assert.deepEqual(tags.map((r) => r.key), fromEmails.map((r) => r.key), `${what}: email_tags = emails.tags`);
+  const recipients = await sql<{ key: string }[]>`select project_id || ' ' || address || ' ' || email_id as key from email_recipients order by 1`;
+  const addressed = await sql<{ key: string }[]>`
+    select distinct e.project_id || ' ' || mailroom_bare_address(a) || ' ' || e.id as key
+    from emails e cross join lateral unnest(e.to_addresses || e.cc_addresses || e.bcc_addresses) a order by 1`;
+  assert.deepEqual(recipients.map((r) => r.key), addressed.map((r) => r.key), `${what}: email_recipients = to, cc and bcc`);
 }

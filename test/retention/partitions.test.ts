@@ -183,8 +183,10 @@ test('removing a day waits for a long transaction before it without holding up s
   const { day, id } = await oldDay(t.projectId, 100);
   // A long transaction that wrote and read emails and read events (a send's, a report's) is open when retention starts.
   const held = await openTransaction(async (tx) => {
+    const heldId = newId('email');
     await tx`insert into emails (id, project_id, status, from_address, to_addresses, subject, text)
-      values (${newId('email')}, ${t.projectId}, 'queued', 'a@x.test', ${['b@x.test']}, 'held', 't')`;
+      values (${heldId}, ${t.projectId}, 'queued', 'a@x.test', ${['b@x.test']}, 'held', 't')`;
+    await tx`insert into email_recipients (project_id, address, email_id) values (${t.projectId}, 'b@x.test', ${heldId})`;
     await tx`select count(*) from emails where project_id = ${t.projectId}`;
     await tx`select count(*) from events where project_id = ${t.projectId}`;
   });
