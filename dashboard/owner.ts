@@ -1,5 +1,6 @@
 import type { Sql, TxSql } from '../src/platform/db.ts';
 import { newId } from '../src/platform/ids.ts';
+import { recordJoined } from '../src/members/service.ts';
 import type { Member } from './env.ts';
 import { dummyHash, hashPassword, needsRehash, verifyPassword } from './password.ts';
 
@@ -52,6 +53,7 @@ export async function registerOwner(sql: Sql, emailInput: string, password: stri
     const [owner] = await tx<Owner[]>`
       insert into members (id, email, role, password_hash) values (${newId('member')}, ${email}, 'owner', ${passwordHash})
       returning id, email`;
+    await recordJoined(tx, { ...owner!, role: 'owner' }, 'password', null);
     return owner!;
   });
 }

@@ -1,6 +1,9 @@
 import type { Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
-import { isHttps } from '../src/http/client-ip.ts';
+import { clientIp, isHttps } from '../src/http/client-ip.ts';
+import { auditIp } from '../src/http/auth.ts';
+import { recordAudit } from '../src/audit/record.ts';
+import type { Role } from '../src/members/roles.ts';
 import type { DashEnv, Session } from './env.ts';
 import { randomBase64url, sha256 } from '../src/platform/crypto.ts';
 import type { Sql } from '../src/platform/db.ts';
@@ -14,12 +17,21 @@ function sessionId(token: string): string {
   return sha256(token).toString('hex');
 }
 
-async function insertSession(sql: Sql, memberId: string) {
+/** How a member proved who they are, as the audit log's member.signed_in says. */
+export type SignInMethod = 'password' | 'sso' | 'invitation';
+
+async function insertSession(sql: Sql, memberId: string, method: SignInMethod, ip: string | null) {
   const token = randomBase64url(32);
-  await sql`
-    insert into dashboard_sessions (id, member_id, csrf_secret, expires_at)
-    values (${sessionId(token)}, ${memberId}, ${randomBase64url(32)}, now() + ${`${SESSION_DAYS} days`}::interval)`;
-  await sql`update members set last_sign_in_at = now() where id = ${memberId}`;
+  await sql.begin(async (tx) => {
+    await tx`
+      insert into dashboard_sessions (id, member_id, csrf_secret, expires_at)
+      values (${sessionId(token)}, ${memberId}, ${randomBase64url(32)}, now() + ${`${SESSION_DAYS} days`}::interval)`;
+    const [m] = await tx<[{ email: string; role: Role }]>`update members set last_sign_in_at = now() where id = ${memberId} returning email, role`;
+    await recordAudit(tx, {
+      action: 'member.signed_in', projectId: null, target: { type: 'member', id: memberId }, changes: { method },
+      actor: { type: 'member', id: memberId, label: m.email, ip },
+    });
+  });
   // A team's expired rows are few; sweeping them at sign-in keeps the table small.
   await sql`delete from dashboard_sessions where expires_at < now()`;
   return token;
@@ -38,8 +50,8 @@ export function cookieOptions(c: Context<DashEnv>, maxAge: number) {
   return { httpOnly: true, sameSite: 'Lax' as const, path: '/', secure: isHttps(c, c.var.deps.config.trustProxy), maxAge };
 }
 
-export async function startSession(c: Context<DashEnv>, memberId: string) {
-  const token = await insertSession(c.var.deps.sql, memberId);
+export async function startSession(c: Context<DashEnv>, memberId: string, method: SignInMethod) {
+  const token = await insertSession(c.var.deps.sql, memberId, method, auditIp(clientIp(c, c.var.deps.config.trustProxy)));
   setCookie(c, SESSION_COOKIE, token, cookieOptions(c, SESSION_DAYS * 86_400));
 }
 

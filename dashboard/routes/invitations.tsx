@@ -5,6 +5,8 @@ import { BASE, type DashEnv } from '../env.ts';
 import { JoinPage } from '../pages/join.tsx';
 import { errorPage, field, render } from '../render.tsx';
 import { startSession } from '../session.ts';
+import { auditIp } from '../../src/http/auth.ts';
+import { clientIp } from '../../src/http/client-ip.ts';
 
 /** Following an invitation link: no session needed, the token is the credential. */
 
@@ -23,8 +25,9 @@ export function registerInvitationRoutes(app: Hono<DashEnv>) {
     const token = c.req.param('token');
     const password = field(await c.req.parseBody(), 'password');
     try {
-      const { member } = await acceptInvitation(c.var.deps.sql, token, password);
-      await startSession(c, member.id);
+      const ip = auditIp(clientIp(c, c.var.deps.config.trustProxy));
+      const { member } = await acceptInvitation(c.var.deps.sql, token, password, ip);
+      await startSession(c, member.id, 'invitation');
       return c.redirect(BASE, 303);
     } catch (err) {
       if (!(err instanceof ServiceError)) throw err;

@@ -5,8 +5,9 @@ import { newId } from '../platform/ids.ts';
 import { checkEmail, checkPassword, SignupError } from '../../dashboard/owner.ts';
 import { hashPassword } from '../../dashboard/password.ts';
 import { getMemberByEmail } from './queries.ts';
-import { insertMember } from './service.ts';
+import { insertMember, recordJoined } from './service.ts';
 import { isRole, ROLES, type Role } from './roles.ts';
+import { recordAudit } from '../audit/record.ts';
 
 /** An invitation link works once, for this long. */
 export const INVITATION_DAYS = 7;
@@ -42,6 +43,7 @@ export async function createInvitation(sql: Sql, input: { email: string; role: s
       insert into member_invitations (id, email, role, token_hash, invited_by, expires_at)
       values (${id}, ${email}, ${input.role}, ${tokenHash(token)}, ${input.invitedBy}, now() + ${`${INVITATION_DAYS} days`}::interval)
       returning expires_at`;
+    await recordAudit(tx, { action: 'member.invited', projectId: null, target: { type: 'member', id }, changes: { email, role: input.role } });
     return inserted;
   });
   return { id, email, role: input.role, invite_url: `${input.baseUrl.replace(/\/+$/, '')}${JOIN_PATH}${token}`, expires_at: row.expiresAt.toISOString() };
@@ -65,7 +67,7 @@ export async function markAccepted(tx: TxSql, invitationId: string, memberId: st
 }
 
 /** Following the link: the invitee sets a password and becomes a member. The link then stops working. */
-export async function acceptInvitation(sql: Sql, token: string, password: string) {
+export async function acceptInvitation(sql: Sql, token: string, password: string, ip: string | null = null) {
   try {
     checkPassword(password);
   } catch (err) {
@@ -78,6 +80,7 @@ export async function acceptInvitation(sql: Sql, token: string, password: string
     if (!invitation) throw new ServiceError('not_found', 'This invitation link was used already, has expired, or was withdrawn.');
     const member = await insertMember(tx, invitation.email, invitation.role, passwordHash);
     await markAccepted(tx, invitation.id, member.id);
+    await recordJoined(tx, member, 'password', ip);
     return { member, invitation };
   });
 }

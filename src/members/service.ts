@@ -3,6 +3,8 @@ import { ServiceError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import * as q from './queries.ts';
 import type { Role } from './roles.ts';
+import { recordAudit } from '../audit/record.ts';
+import type { Actor } from '../audit/actor.ts';
 
 /**
  * Changing and removing members. Who may do it is the dashboard's table (dashboard/permissions.ts);
@@ -36,6 +38,7 @@ export async function changeRole(sql: Sql, memberId: string, role: Role): Promis
     if (member.role === 'owner') await keepAnOwner(tx, member.id, 'demoted');
     await tx`update members set role = ${role} where id = ${member.id}`;
     await endSessionsOf(tx, member.id);
+    await recordAudit(tx, { action: 'member.role_changed', projectId: null, target: { type: 'member', id: member.id }, changes: { email: member.email, role } });
     return { id: member.id, email: member.email, from: member.role, to: role };
   });
 }
@@ -47,6 +50,7 @@ export async function removeMember(sql: Sql, memberId: string) {
     await endSessionsOf(tx, member.id);
     await tx`update member_invitations set invited_by = null where invited_by = ${member.id}`;
     await tx`delete from members where id = ${member.id}`;
+    await recordAudit(tx, { action: 'member.removed', projectId: null, target: { type: 'member', id: member.id }, changes: { email: member.email, role: member.role } });
     return member;
   });
 }
@@ -62,4 +66,10 @@ export async function insertMember(tx: TxSql, email: string, role: Role, passwor
     if ((err as { code?: string }).code === '23505') throw new ServiceError('conflict', `${email} is already a member.`);
     throw err;
   }
+}
+
+/** The new member is the actor of their own joining: nobody is signed in yet. */
+export async function recordJoined(tx: TxSql, member: { id: string; email: string; role: Role }, method: 'password' | 'sso', ip: string | null) {
+  const actor: Actor = { type: 'member', id: member.id, label: member.email, ip };
+  await recordAudit(tx, { action: 'member.joined', projectId: null, target: { type: 'member', id: member.id }, changes: { email: member.email, role: member.role, method }, actor });
 }

@@ -154,3 +154,22 @@ test('the last owner can be neither demoted nor removed; with two, one may go', 
   const last = await second.b.post(`/dashboard/team/${second.id}/remove`);
   assert.equal(last.res.status, 409, 'now the second is the last owner');
 });
+
+test('the audit log records each member change once, by whom, and never a password or a link', async () => {
+  const entries = await ctx.sql<{ action: string; actorType: string; actorLabel: string | null; targetId: string; changes: Record<string, unknown> | null }[]>`
+    select action, actor_type, actor_label, target_id, changes from audit_log where action like 'member.%' order by id`;
+  const of = (action: string) => entries.filter((e) => e.action === action);
+  const invited = of('member.invited');
+  assert.ok(invited.some((e) => e.actorType === 'cli' && e.changes?.email === 'dev@example.com' && e.changes?.role === 'developer'));
+  assert.ok(invited.some((e) => e.actorType === 'member' && e.actorLabel === OWNER.email && e.changes?.email === 'ana@example.com'));
+  const joined = of('member.joined');
+  assert.deepEqual(joined.map((e) => [e.actorLabel, e.changes?.method]), [[OWNER.email, 'password'], ['dev@example.com', 'password']]);
+  assert.ok(of('member.signed_in').some((e) => e.actorLabel === 'dev@example.com' && e.changes?.method === 'password'));
+  assert.ok(of('member.signed_in').some((e) => e.actorLabel === 'dev@example.com' && e.changes?.method === 'invitation'));
+  assert.equal(of('member.role_changed').filter((e) => e.changes?.role === 'viewer' && e.actorLabel === OWNER.email).length, 1);
+  assert.equal(of('member.removed').length, 1);
+  // Refused changes (the last owner, an admin against an owner) recorded nothing.
+  assert.equal(of('member.role_changed').filter((e) => e.changes?.role === 'admin').length, 0);
+  const all = JSON.stringify(await ctx.sql`select * from audit_log`);
+  assert.doesNotMatch(all, /a long enough password|\/dashboard\/join\/[\w-]{20}|scrypt\$/);
+});
