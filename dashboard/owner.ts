@@ -53,7 +53,7 @@ export async function registerOwner(sql: Sql, emailInput: string, password: stri
     const [owner] = await tx<Owner[]>`
       insert into members (id, email, role, password_hash) values (${newId('member')}, ${email}, 'owner', ${passwordHash})
       returning id, email`;
-    await recordJoined(tx, { ...owner!, role: 'owner' }, 'password', null);
+    await recordJoined(tx, { ...owner!, role: 'owner' }, 'local', null);
     return owner!;
   });
 }

@@ -18,7 +18,8 @@ function sessionId(token: string): string {
 }
 
 /** How a member proved who they are, as the audit log's member.signed_in says. */
-export type SignInMethod = 'password' | 'sso' | 'invitation';
+// 'local' is the email and password form; the audit log never names a password.
+export type SignInMethod = 'local' | 'sso' | 'invitation';
 
 async function insertSession(sql: Sql, memberId: string, method: SignInMethod, ip: string | null) {
   const token = randomBase64url(32);

@@ -39,7 +39,7 @@ export function registerAuthRoutes(app: Hono<DashEnv>) {
     const setupToken = config.development ? undefined : token;
     try {
       const owner = await registerOwner(sql, email, field(body, 'password'));
-      await startSession(c, owner.id, 'password');
+      await startSession(c, owner.id, 'local');
       return c.redirect(BASE, 303);
     } catch (err) {
       if (!(err instanceof SignupError)) throw err;
@@ -74,7 +74,7 @@ export function registerAuthRoutes(app: Hono<DashEnv>) {
     }
     const member = await authenticateMember(sql, email, field(body, 'password'));
     if (!member) return render(c, <LoginPage csrf={c.var.csrf} email={email} error="Wrong email or password." />, 401);
-    await startSession(c, member.id, 'password');
+    await startSession(c, member.id, 'local');
     return c.redirect(BASE, 303);
   });
 

@@ -80,7 +80,7 @@ export async function acceptInvitation(sql: Sql, token: string, password: string
     if (!invitation) throw new ServiceError('not_found', 'This invitation link was used already, has expired, or was withdrawn.');
     const member = await insertMember(tx, invitation.email, invitation.role, passwordHash);
     await markAccepted(tx, invitation.id, member.id);
-    await recordJoined(tx, member, 'password', ip);
+    await recordJoined(tx, member, 'local', ip);
     return { member, invitation };
   });
 }

@@ -69,7 +69,7 @@ export async function insertMember(tx: TxSql, email: string, role: Role, passwor
 }
 
 /** The new member is the actor of their own joining: nobody is signed in yet. */
-export async function recordJoined(tx: TxSql, member: { id: string; email: string; role: Role }, method: 'password' | 'sso', ip: string | null) {
+export async function recordJoined(tx: TxSql, member: { id: string; email: string; role: Role }, method: 'local' | 'sso', ip: string | null) {
   const actor: Actor = { type: 'member', id: member.id, label: member.email, ip };
   await recordAudit(tx, { action: 'member.joined', projectId: null, target: { type: 'member', id: member.id }, changes: { email: member.email, role: member.role, method }, actor });
 }

@@ -163,8 +163,8 @@ test('the audit log records each member change once, by whom, and never a passwo
   assert.ok(invited.some((e) => e.actorType === 'cli' && e.changes?.email === 'dev@example.com' && e.changes?.role === 'developer'));
   assert.ok(invited.some((e) => e.actorType === 'member' && e.actorLabel === OWNER.email && e.changes?.email === 'ana@example.com'));
   const joined = of('member.joined');
-  assert.deepEqual(joined.map((e) => [e.actorLabel, e.changes?.method]), [[OWNER.email, 'password'], ['dev@example.com', 'password']]);
-  assert.ok(of('member.signed_in').some((e) => e.actorLabel === 'dev@example.com' && e.changes?.method === 'password'));
+  assert.deepEqual(joined.map((e) => [e.actorLabel, e.changes?.method]), [[OWNER.email, 'local'], ['dev@example.com', 'local']]);
+  assert.ok(of('member.signed_in').some((e) => e.actorLabel === 'dev@example.com' && e.changes?.method === 'local'));
   assert.ok(of('member.signed_in').some((e) => e.actorLabel === 'dev@example.com' && e.changes?.method === 'invitation'));
   assert.equal(of('member.role_changed').filter((e) => e.changes?.role === 'viewer' && e.actorLabel === OWNER.email).length, 1);
   assert.equal(of('member.removed').length, 1);
