@@ -26,7 +26,7 @@ export const AUDIT_FIELDS = {
   project: ['name'],
   api_key: ['name', 'permission'],
   webhook: ['url', 'enabled', 'event_types'],
-  domain: ['name', 'region', 'mail_from_domain', 'open_tracking', 'click_tracking', 'tracking_domain'],
+  domain: ['name', 'region', 'mail_from_domain', 'open_tracking', 'click_tracking', 'tracking_domain', 'bucket', 'prefix'],
   template: ['name', 'alias', 'fields', 'version'],
   suppression: ['address', 'reason'],
   provider: ['provider', 'region', 'configuration_set', 'events_queue_url', 'sns_topic_arn', 'max_send_rate'],

@@ -3,7 +3,7 @@ import type { DomainRow, DomainStatus } from './schemas.ts';
 import type { IdentityState } from './status.ts';
 
 const DOMAIN_COLUMNS = (sql: Sql | TxSql) => sql`id, project_id, value, region, verification_status, dkim_status, mail_from_status,
-  mail_from_domain, dkim_tokens, last_checked_at, open_tracking, click_tracking, tracking_domain, created_at`;
+  mail_from_domain, dkim_tokens, last_checked_at, open_tracking, click_tracking, tracking_domain, receiving, created_at`;
 
 export async function listDomains(sql: Sql, projectId: string) {
   return sql<DomainRow[]>`

@@ -4,7 +4,7 @@ import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { DomainList, DomainResponse, UpdateDomainRequest, toDomainResponse } from './schemas.ts';
-import { listDomains } from './queries.ts';
+import { findDomain, listDomains } from './queries.ts';
 import { TrackingUnavailable, updateDomainTracking } from './service.ts';
 import { normaliseDomainName } from './names.ts';
 
@@ -18,6 +18,19 @@ const list = createRoute({
   responses: {
     200: { description: 'The domains.', content: { 'application/json': { schema: DomainList } } },
     ...errorResponses(401, 429),
+  },
+});
+
+const get = createRoute({
+  method: 'get',
+  path: '/v1/domains/{domain_id}',
+  tags: ['domains'],
+  summary: 'Retrieve a domain',
+  security: SECURITY,
+  request: { params: z.object({ domain_id: z.string().max(100) }) },
+  responses: {
+    200: { description: 'The domain.', content: { 'application/json': { schema: DomainResponse } } },
+    ...errorResponses(401, 404, 422, 429),
   },
 });
 
@@ -45,6 +58,13 @@ export function registerDomainRoutes(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async (c) => {
     const rows = await listDomains(c.var.deps.sql, c.var.projectId);
     return c.json({ data: rows.map(toDomainResponse) }, 200);
+  });
+
+  app.openapi(get, async (c) => {
+    const domainId = requireId('domain', c.req.valid('param').domain_id, 'Domain not found.');
+    const row = await findDomain(c.var.deps.sql, c.var.projectId, domainId);
+    if (!row) throw new ApiError('not_found', 'Domain not found.');
+    return c.json(toDomainResponse(row), 200);
   });
 
   app.openapi(update, async (c) => {

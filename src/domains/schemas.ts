@@ -27,6 +27,14 @@ export const DomainResponse = z
     open_tracking: z.boolean().openapi({ description: 'Adds a 1×1 pixel to the HTML of mail from this domain, recording `email.opened`. Off by default; a send may override it with `track_opens`.' }),
     click_tracking: z.boolean().openapi({ description: 'Rewrites the http(s) links of the HTML of mail from this domain through Mailroom, recording `email.clicked`. Off by default; a send may override it with `track_clicks`.' }),
     tracking_domain: z.string().nullable().openapi({ description: 'The host name tracked links and the pixel use (a CNAME to Mailroom, served over HTTPS by your proxy); null: PUBLIC_BASE_URL.' }),
+    receiving: z.object({
+      status: z.enum(['pending', 'active']),
+      bucket: z.string(),
+      prefix: z.string(),
+      rule_set: z.string(),
+      rule: z.string(),
+      mx: z.object({ type: z.literal('MX'), name: z.string(), value: z.string(), priority: z.literal(10) }),
+    }).nullable().openapi({ description: 'Inbound mail (POST /v1/domains/{id}/receiving); null when off.' }),
     created_at: z.string().datetime(),
   })
   .openapi('DomainResponse');
@@ -60,6 +68,7 @@ export type DomainRow = {
   openTracking: boolean;
   clickTracking: boolean;
   trackingDomain: string | null;
+  receiving: z.infer<typeof DomainResponse>['receiving'];
   createdAt: Date;
 };
 
@@ -76,6 +85,7 @@ export function toDomainResponse(row: DomainRow): z.infer<typeof DomainResponse>
     open_tracking: row.openTracking,
     click_tracking: row.clickTracking,
     tracking_domain: row.trackingDomain,
+    receiving: row.receiving ?? null,
     created_at: row.createdAt.toISOString(),
   };
 }

@@ -28,6 +28,7 @@ import { registerReceivingRoutes } from '../inbound/routes.ts';
 import { registerResendReceivingRoutes } from '../inbound/resend-routes.ts';
 import { registerDownloadRoutes } from '../inbound/download.ts';
 import { registerSinkInboundRoute } from '../inbound/sink-routes.ts';
+import { registerReceivingSetupRoutes } from '../inbound/receiving.ts';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
 export function createApp(deps: AppDeps) {
@@ -95,6 +96,7 @@ export function createApp(deps: AppDeps) {
   registerReceivingRoutes(app);
   registerEmailRoutes(app);
   registerDomainRoutes(app);
+  registerReceivingSetupRoutes(app);
   registerKeyRoutes(app);
   registerWebhookRoutes(app);
   registerSinkRoutes(app);

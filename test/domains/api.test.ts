@@ -21,7 +21,7 @@ test('GET /v1/domains lists the project\'s domains with their DNS records and st
   const [first, second] = body.data;
   assert.equal(body.data.length, 2);
   assert.deepEqual(Object.keys(first).sort(), [
-    'click_tracking', 'created_at', 'dkim_status', 'dns_records', 'id', 'last_checked_at', 'mail_from_status', 'open_tracking', 'region',
+    'click_tracking', 'created_at', 'dkim_status', 'dns_records', 'id', 'last_checked_at', 'mail_from_status', 'open_tracking', 'receiving', 'region',
     'tracking_domain', 'value', 'verification_status',
   ]);
   assert.equal(first.id, a.id);
