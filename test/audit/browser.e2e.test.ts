@@ -31,7 +31,7 @@ test('a real browser: changes made in the dashboard and with a key appear on the
   await page.click('header >> text=Audit log');
   await page.waitForURL(/\/dashboard\/audit$/);
   const actions = async () => page.locator('#audit tbody tr td:nth-child(3)').allTextContents();
-  assert.deepEqual(await actions(), ['suppression.added', 'api_key.created', 'project.created', 'project.created']);
+  assert.deepEqual(await actions(), ['suppression.added', 'api_key.created', 'project.created', 'project.created', 'member.signed_in', 'member.joined']);
   assert.match((await page.locator('#audit tbody tr').first().textContent())!, /api_key: beta key/);
 
   await page.selectOption('select[name=project]', { label: 'Alpha' });
@@ -55,6 +55,6 @@ test('a real browser: changes made in the dashboard and with a key appear on the
 
   await page.click('text=Show all');
   await page.waitForURL(/\/dashboard\/audit$/);
-  assert.equal((await actions()).length, 4);
+  assert.equal((await actions()).length, 6);
   assert.deepEqual(errors, []);
 });
