@@ -68,9 +68,6 @@ export function sanitizeChanges(type: AuditTargetType, changes: AuditEntry['chan
     if (Array.isArray(value)) out[field] = value.filter((v) => v === null || ['string', 'number', 'boolean'].includes(typeof v)).slice(0, 100).map(clean);
     else if (value === null || ['string', 'number', 'boolean'].includes(typeof value)) out[field] = clean(value as Scalar);
   }
-  // A member's sign-in method `password` is recorded as `local` (an account of this instance, not
-  // single sign-on): no entry holds the word, so a scan of the log for passwords finds nothing.
-  if (type === 'member' && out.method === 'password') out.method = 'local';
   return Object.keys(out).length ? out : null;
 }
 
