@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sql } from '../platform/db.ts';
 import { emailPartitions, foldDailyCounts, pruneSubmittedMessageIds, purgePartitionBodies, removeExpiredEmails, RETENTION_BATCH } from './queries.ts';
+import { purgeReceivedBodies, removeExpiredReceived } from '../inbound/retention.ts';
 import { DAY_REMOVAL_WAIT_MS, dropPartitionDay, ensurePartitions, partitionDays, unfinishedDays } from './partitions.ts';
 
 export type RetentionSettings = { retentionDays: number; bodyRetentionDays: number };
@@ -69,6 +70,19 @@ export async function applyRetention(
       if (purged < RETENTION_BATCH) break;
       if (!timeLeft()) return { ...result, more: true };
     }
+  }
+  // Received emails (§20.8) go by the same settings, counted with the sent ones.
+  for (;;) {
+    const removed = await removeExpiredReceived(sql, new Date(`${cutoffDay}T00:00:00Z`), RETENTION_BATCH);
+    result.emails_removed += removed;
+    if (removed < RETENTION_BATCH) break;
+    if (!timeLeft()) return { ...result, more: true };
+  }
+  for (;;) {
+    const purged = await purgeReceivedBodies(sql, bodyCutoff, RETENTION_BATCH);
+    result.bodies_purged += purged;
+    if (purged < RETENTION_BATCH) break;
+    if (!timeLeft()) return { ...result, more: true };
   }
   await pruneSubmittedMessageIds(sql);
   await foldDailyCounts(sql, result.emails_removed > 0);
