@@ -8,6 +8,7 @@ import { PRUNE_CRON, pruneTask } from './platform/prune.task.ts';
 import { RETENTION_CRON, retentionApplyTask } from './retention/apply.task.ts';
 import { ensurePartitions } from './retention/partitions.ts';
 import { QUOTA_REFRESH_CRON, refreshQuotaTask } from './providers/refresh-quota.task.ts';
+import { followThrottles } from './providers/pacing.ts';
 import { startSqsPolling } from './events/sqs-poll.ts';
 import { startSinkServer } from './sink/server.ts';
 import { closeSinkTransports } from './providers/sink-transport.ts';
@@ -42,6 +43,9 @@ export async function startWorkerServices(deps: WorkerDeps): Promise<Array<[stri
     const polling = await startSqsPolling(deps);
     services.push(['sqs-poll', () => polling.close()]);
   }
+  // Throttles other processes meet make this one drop the send slots it holds (§16.2).
+  const throttles = await followThrottles(deps.sql);
+  services.push(['ses-throttles', () => throttles.unlisten()]);
   // The sink runs beside the jobs that hand it mail; the transport reads the bound address.
   const sink = await startSinkServer(deps);
   services.push(['smtp-sink', async () => { closeSinkTransports(); await sink.close(); }]);

@@ -33,13 +33,16 @@ export type TakenSlot = { accountId: string; at: Date; recipients: number; taken
  * the same slot, and the daily check reads at most 25 hourly counters whatever the volume.
  */
 export async function reserveSendSlot(sql: Sql, projectId: string, recipients = 1): Promise<SlotDecision> {
+  // A slot counts as taken when it was asked for: one decided just before a throttle was recorded
+  // but answered after this process heard of it is still one spaced for the old pace.
+  const asked = performance.now();
   const [row] = await sql<[{ accountId: string; slotAt: Date | null; waitMs: number | null; retryInMs: number | null; quotaWaitMs: number | null }?]>`
     select account_id::text, slot_at, wait_ms, retry_in_ms, quota_wait_ms
     from mailroom_take_send_slots(${projectId}, ${Math.max(1, recipients)}::int, ${HEADROOM}::float8, ${MAX_WAIT_MS}::float8, ${UNKNOWN_SEND_RATE}::float8)`;
   if (!row) return { retryInMs: 0 };
   if (row.quotaWaitMs !== null) return { quotaWaitMs: row.quotaWaitMs };
   if (row.retryInMs !== null) return { retryInMs: row.retryInMs };
-  return { waitMs: row.waitMs ?? 0, slot: { accountId: row.accountId, at: row.slotAt!, recipients: Math.max(1, recipients), takenAt: performance.now() } };
+  return { waitMs: row.waitMs ?? 0, slot: { accountId: row.accountId, at: row.slotAt!, recipients: Math.max(1, recipients), takenAt: asked } };
 }
 
 /**
@@ -52,8 +55,20 @@ export async function giveBackSlot(sql: Sql, slot: TakenSlot) {
     where account_id = ${slot.accountId} and hour = date_trunc('hour', ${slot.at}::timestamptz)`;
 }
 
-/** When each account was last throttled in this process (`performance.now()`). */
+/** When each account was last throttled, as this process learnt it (`performance.now()`). */
 const throttledAt = new Map<string, number>();
+
+/** Where a throttle is announced to every worker process, with the account id. */
+const THROTTLE_CHANNEL = 'mailroom_ses_throttled';
+
+/**
+ * Hears of the throttles other worker processes meet (§16.2). The slots a process was given
+ * before one are spaced for a rate SES no longer allows: `throttledSince` makes their sends give
+ * them back, and the new slots wait for the quota's re-read (mailroom_take_send_slots).
+ */
+export function followThrottles(sql: Sql) {
+  return sql.listen(THROTTLE_CHANNEL, (accountId) => { throttledAt.set(accountId, performance.now()); });
+}
 
 /**
  * Whether the account was throttled in this process after the slot was taken: the slot was
@@ -65,14 +80,15 @@ export function throttledSince(slot: TakenSlot): boolean {
 
 /**
  * SES throttled a send: half pace for a minute for every project on the account, the slot's
- * recipients given back, and a mark for `ops.providers`. Answers the account, whose quota the
- * caller then reads again.
+ * recipients given back, and a mark for `ops.providers`. No process takes a slot on the account
+ * again until the caller has read its quota again (`throttled_at`), and every process drops the
+ * slots it was given before now (THROTTLE_CHANNEL).
  */
 export async function slowDown(sql: Sql, projectId: string, slot?: TakenSlot) {
   if (slot) throttledAt.set(slot.accountId, performance.now());
   const [row] = await sql<[{ accountId: string }?]>`
     with slowed as (
-      update ses_accounts set slowed_until = now() + ${SLOW_FOR}::interval,
+      update ses_accounts set slowed_until = now() + ${SLOW_FOR}::interval, throttled_at = now(),
         -- Slots already handed out were spaced for the old pace; the next one starts afresh.
         next_send_slot = greatest(next_send_slot, now())
       where id = (select ses_account_id from provider_connections where project_id = ${projectId})
@@ -80,7 +96,8 @@ export async function slowDown(sql: Sql, projectId: string, slot?: TakenSlot) {
     ), marked as (
       insert into provider_throttles (project_id) select ${projectId} from slowed
     )
-    select id::text as account_id from slowed`;
+    -- Every worker process hears of it at this commit, and drops the slots it holds.
+    select s.id::text as account_id from slowed s cross join lateral (select pg_notify(${THROTTLE_CHANNEL}, s.id::text)) announced`;
   if (row) throttledAt.set(row.accountId, performance.now());
   if (slot) await giveBackSlot(sql, slot);
 }

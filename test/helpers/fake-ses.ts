@@ -39,7 +39,7 @@ export async function startFakeSes() {
   const acceptedRecipients: number[] = [];
   const stats = { throttled: 0, quotaRefused: 0 };
   /** Runs after a message is accepted and before SES answers: a fault injected at that moment. */
-  const hooks: { beforeAnswer?: (req: SendEmailRequest) => Promise<void> } = {};
+  const hooks: { beforeAnswer?: (req: SendEmailRequest) => Promise<void>; beforeAccount?: () => Promise<void> } = {};
   // What GetAccount reports; SendEmail enforces it like SES: more than maxSendRate in any one
   // second is throttled, and past max24HourSend every send is refused.
   const quota = { maxSendRate: 1000, max24HourSend: 1_000_000 };
@@ -52,6 +52,8 @@ export async function startFakeSes() {
   const server = createServer(async (req, res) => {
     const arrived = Date.now();
     if (req.method === 'GET' && req.url === '/v2/email/account') {
+      // A slow GetAccount (a busy machine, a slow AWS API): what a throttle's re-read waits for.
+      if (hooks.beforeAccount) await hooks.beforeAccount();
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ SendQuota: { MaxSendRate: quota.maxSendRate, Max24HourSend: quota.max24HourSend, SentLast24Hours: accepted.length }, SendingEnabled: true, ProductionAccessEnabled: true }));
       return;

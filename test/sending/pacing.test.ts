@@ -187,6 +187,48 @@ test('throttling fails nothing and costs no attempt; the quota is read again at 
   assert.equal(view.sendRate, 2, 'half of 4 while slowed');
 });
 
+test('a rate dropped after connect, with four worker processes and a backlog: every process drops its slots at the first throttle and waits for the GetAccount re-read, so throttles stay at most 2 plus the rate', { skip: redisUrl ? false : REDIS_SKIP_REASON, timeout: 120_000 }, async () => {
+  // Connected at 40/s, and SES now allows 1 (an account back at the sandbox's rate). Every process
+  // holds or takes slots spaced for 40/s when the first throttle comes back: each must give them
+  // up then, not at a throttle of its own, and none may take a new slot before the account's
+  // quota has been read again, however long GetAccount takes.
+  const processes = 4;
+  const rate = 1;
+  resetSes(40);
+  const projectId = await sesProject('throttled-four', { maxSendRate: 40, max24HourSend: 50_000 });
+  const warm = 16;
+  const backlog = 8;
+  const env = {
+    DATABASE_URL: ctx.url, SECRET_KEY: TEST_SECRET_KEY, REDIS_URL: redisUrl!, LOG_LEVEL: 'silent',
+    SINK_SMTP_HOST: '127.0.0.1', WORKER_CONCURRENCY: '2', AWS_ENDPOINT_URL_SESV2: ses.url, EMAIL_RETRY_BASE_MS: '50',
+  };
+  const workers = [];
+  for (let i = 0; i < processes; i++) workers.push(startWorkerProcess({ ...env, SINK_SMTP_PORT: String(await freePort()) }));
+  try {
+    // Every process warm, sending at 40/s; then SES allows 1 and a backlog arrives at once.
+    for (let i = 0; i < warm; i++) await insertEmail(ctx.sql, projectId, { subject: `Warm ${i}` });
+    await waitFor('the warm-up to be sent', async () => (await statuses(projectId)).sent?.n === warm, 60_000, 50);
+    ses.reset();
+    ses.quota.maxSendRate = rate;
+    // GetAccount answers a second late, as on a busy machine: the re-read takes that long.
+    ses.hooks.beforeAccount = () => new Promise((r) => setTimeout(r, 1000));
+    const ids: string[] = [];
+    for (let i = 0; i < backlog; i++) ids.push(await insertEmail(ctx.sql, projectId, { subject: `Throttled ${i}` }, false));
+    await ctx.sql`
+      select graphile_worker.add_job('email__send', json_build_object('email_id', id, 'project_id', ${projectId}::text), max_attempts := 25, job_key := id)
+      from unnest(${ids}::text[]) as id`;
+    await waitFor('every throttled email to be sent', async () => (await statuses(projectId)).sent?.n === warm + backlog, 60_000, 100);
+  } finally {
+    ses.hooks.beforeAccount = undefined;
+    await Promise.all(workers.map((w) => stopProcess(w)));
+  }
+  process.stdout.write(`# rate dropped from 40 to ${rate} after connect, ${processes} worker processes, ${backlog} emails of backlog: throttles ${ses.stats.throttled} (allowed ${2 + rate})\n`);
+  assert.deepEqual(Object.keys(await statuses(projectId)), ['sent']);
+  assert.equal((await statuses(projectId)).sent!.attempts, 1, 'a throttle is not an attempt');
+  assert.ok(ses.stats.throttled > 0, 'SES did throttle');
+  assert.ok(ses.stats.throttled <= 2 + rate, `throttles at most 2 plus the rate, saw ${ses.stats.throttled}`);
+});
+
 test('an email of n recipients takes n of the rate: 10 emails of 5 recipients at MaxSendRate 10 never put more than 10 recipients in a second', { timeout: 60_000 }, async () => {
   resetSes(10);
   const projectId = await sesProject('recipients', { maxSendRate: 10, max24HourSend: 50_000 });
