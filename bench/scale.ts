@@ -19,9 +19,12 @@ import { freePort, QUICK, round, sleep, spawnRole, type BenchContext, type Bench
  * with an endpoint, a suppression per bounce), then `stats rebuild` derives the counters and tag
  * entries. Routes are timed as p50 of sequential requests to the production API bundle, SQL as the
  * median of repeated runs. Then, at 1 million: the database size, retention of one day and of a
- * month (and the bodies), and the accept and send latency while that month goes.
+ * month (and the bodies), and the accept and send latency while that month goes. Last, the same
+ * reads over 98 day partitions (the 90 days the default retention keeps, today and a week ahead)
+ * and over the newest 30 (CONTRACT §18.16): the cost of the days kept, rows aside.
  *
- * Prints one line per read on stdout: {"bench":"scale","read":…,"small_ms":…,"large_ms":…,"ratio":…}.
+ * Prints one line per read on stdout: {"bench":"scale","read":…,"small_ms":…,"large_ms":…,"ratio":…,
+ * "p98_ms":…,"p30_ms":…,"partitions_ratio":…} (partitions_ratio = p98_ms / p30_ms).
  */
 const SMALL = QUICK ? 2_000 : 10_000;
 const LARGE = QUICK ? 20_000 : 1_000_000;
@@ -128,6 +131,27 @@ async function load(sql: Sql, s: Setup, from: number, to: number) {
   // The load's dirty pages are written out now, not by a checkpoint in the middle of the timings.
   await sql`checkpoint`;
   process.stderr.write(`bench: scale: stats rebuild and vacuum analyze in ${round((Date.now() - started) / 1000)} s\n`);
+}
+
+/** The day partitions the reads are measured over (CONTRACT §18.16), most first: days are only ever dropped. */
+const PARTITION_COUNTS = [98, 30] as const;
+
+/**
+ * Drops the oldest days until `kept` day partitions are left (the emails' and those of the tables
+ * partitioned with them), as retention would have. The benchmark alone uses the database.
+ */
+async function keepNewestPartitions(sql: Sql, kept: number) {
+  const days = await sql<{ suffix: string }[]>`
+    select substr(c.relname, length('emails') + 1) as suffix
+    from pg_inherits i join pg_class c on c.oid = i.inhrelid
+    where i.inhparent = 'emails'::regclass order by c.relname desc offset ${kept}`;
+  for (const { suffix } of days) {
+    await sql.unsafe(['emails', 'events', 'webhook_deliveries', 'email_tags'].map((t) => `drop table if exists ${t}${suffix}`).join('; '));
+  }
+  const [left] = await sql<[{ n: number }]>`select count(*)::int as n from pg_inherits where inhparent = 'emails'::regclass`;
+  if (left.n < kept) throw new Error(`only ${left.n} day partitions to measure over, ${kept} wanted`);
+  await sql`vacuum analyze`;
+  process.stderr.write(`bench: scale: measuring over ${left.n} day partitions\n`);
 }
 
 const median = (xs: number[]) => { const s = [...xs].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]!; };
@@ -252,9 +276,6 @@ export async function scale(ctx: BenchContext): Promise<BenchResult> {
     await load(sql, s, SMALL, LARGE);
     const loadLargeS = round((Date.now() - started) / 1000);
     const large = await measure(sql, s, url);
-    for (const read of Object.keys(small)) {
-      process.stdout.write(`${JSON.stringify({ bench: 'scale', read, small_ms: round(small[read]!, 2), large_ms: round(large[read]!, 2), ratio: round(large[read]! / small[read]!, 2) })}\n`);
-    }
     const before = await sizes(sql);
 
     // Retention at 1 million over 120 days: the oldest days (whole partitions: the partial first day and the next), then the rest of the month past 90 days.
@@ -290,6 +311,22 @@ export async function scale(ctx: BenchContext): Promise<BenchResult> {
     const bodiesS = (Date.now() - started) / 1000;
     await sql`vacuum analyze`;
     const after = await sizes(sql);
+
+    // The same reads over the days a database keeps: 98 day partitions (the default retention's
+    // 90 days, today and a week ahead), then the newest 30 of them.
+    const byPartitions: Record<number, Record<string, number>> = {};
+    for (const kept of PARTITION_COUNTS) {
+      await keepNewestPartitions(sql, kept);
+      byPartitions[kept] = await measure(sql, s, url);
+    }
+    const [many, few] = PARTITION_COUNTS;
+    for (const read of Object.keys(small)) {
+      process.stdout.write(`${JSON.stringify({
+        bench: 'scale', read, small_ms: round(small[read]!, 2), large_ms: round(large[read]!, 2), ratio: round(large[read]! / small[read]!, 2),
+        [`p${few}_ms`]: round(byPartitions[few]![read]!, 2), [`p${many}_ms`]: round(byPartitions[many]![read]!, 2),
+        partitions_ratio: round(byPartitions[many]![read]! / byPartitions[few]![read]!, 2),
+      })}\n`);
+    }
     return {
       bench: 'scale',
       emails_small: SMALL,

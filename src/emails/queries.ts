@@ -5,6 +5,7 @@ import { recordEventsStatement, type EmailEvent } from '../events/record.ts';
 import { commitShared } from '../platform/shared-commit.ts';
 import type { DomainTracking } from '../interfaces.ts';
 import { withSubmittedBodies } from './submitted-bodies.ts';
+import { idFloor } from '../platform/ids.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
@@ -62,44 +63,74 @@ const pageFetch = (sql: Sql, limit: number) => sql.unsafe(limit < 26 ? '26' : '1
  * Newest first; fetches at least one extra row to answer has_more without a count. A tag filter
  * walks the tag's entries in email_tags in page order, so a rare tag reads the page's rows, not
  * the project; a recipient filter (`to`: a bare, lower-cased address) walks email_recipients the
- * same way, any tag then checked per email.
+ * same way, any tag then checked per email. The page is read window by window back in time
+ * (pageWindows).
  */
 export async function listEmails(
   sql: Sql,
   projectId: string,
   opts: { limit: number; startingAfter?: string; status?: EmailStatus; tag?: { name: string; value: string }; to?: string },
 ) {
-  const rows = opts.to
-    ? await sql<EmailRow[]>`
-      select ${EMAIL_COLUMNS(sql)}
-      from email_recipients r
-      join emails on emails.id = r.email_id and emails.project_id = r.project_id
-      where r.project_id = ${projectId} and r.address = ${opts.to}
-        ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
-        ${opts.tag ? sql`and exists (select 1 from email_tags t where t.project_id = r.project_id and t.name = ${opts.tag.name}
-          and t.value = ${opts.tag.value} and t.email_id = r.email_id)` : sql``}
-        ${opts.startingAfter ? sql`and r.email_id < ${opts.startingAfter}` : sql``}
-      order by r.email_id desc
-      limit ${pageFetch(sql, opts.limit)}`
-    : opts.tag
-    ? await sql<EmailRow[]>`
-      select ${EMAIL_COLUMNS(sql)}
-      from email_tags t
-      join emails on emails.id = t.email_id and emails.project_id = t.project_id
-      where t.project_id = ${projectId} and t.name = ${opts.tag.name} and t.value = ${opts.tag.value}
-        ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
-        ${opts.startingAfter ? sql`and t.email_id < ${opts.startingAfter}` : sql``}
-      order by t.email_id desc
-      limit ${pageFetch(sql, opts.limit)}`
-    : await sql<EmailRow[]>`
-      select ${EMAIL_COLUMNS(sql)}
-      from emails
-      where project_id = ${projectId}
-        ${opts.status ? sql`and status = ${opts.status}` : sql``}
-        ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
-      order by id desc
-      limit ${pageFetch(sql, opts.limit)}`;
+  const fetch = opts.limit + 1;
+  const rows: EmailRow[] = [];
+  for (const window of pageWindows(Date.now())) {
+    if (opts.startingAfter && window.low !== null && window.low >= opts.startingAfter) continue;
+    const range = (column: ReturnType<Sql>) => sql`
+      ${window.low === null ? sql`` : sql`and ${column} >= ${sql.unsafe(`'${window.low}'`)}`}
+      ${window.high === null ? sql`` : sql`and ${column} < ${sql.unsafe(`'${window.high}'`)}`}`;
+    rows.push(...(opts.to
+      ? await sql<EmailRow[]>`
+        select ${EMAIL_COLUMNS(sql)}
+        from email_recipients r
+        join emails on emails.id = r.email_id and emails.project_id = r.project_id
+        where r.project_id = ${projectId} and r.address = ${opts.to}
+          ${range(sql`r.email_id`)} ${range(sql`emails.id`)}
+          ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+          ${opts.tag ? sql`and exists (select 1 from email_tags t where t.project_id = r.project_id and t.name = ${opts.tag.name}
+            and t.value = ${opts.tag.value} and t.email_id = r.email_id ${range(sql`t.email_id`)})` : sql``}
+          ${opts.startingAfter ? sql`and r.email_id < ${opts.startingAfter}` : sql``}
+        order by r.email_id desc
+        limit ${pageFetch(sql, opts.limit)}`
+      : opts.tag
+      ? await sql<EmailRow[]>`
+        select ${EMAIL_COLUMNS(sql)}
+        from email_tags t
+        join emails on emails.id = t.email_id and emails.project_id = t.project_id
+        where t.project_id = ${projectId} and t.name = ${opts.tag.name} and t.value = ${opts.tag.value}
+          ${range(sql`t.email_id`)} ${range(sql`emails.id`)}
+          ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+          ${opts.startingAfter ? sql`and t.email_id < ${opts.startingAfter}` : sql``}
+        order by t.email_id desc
+        limit ${pageFetch(sql, opts.limit)}`
+      : await sql<EmailRow[]>`
+        select ${EMAIL_COLUMNS(sql)}
+        from emails
+        where project_id = ${projectId} ${range(sql`id`)}
+          ${opts.status ? sql`and status = ${opts.status}` : sql``}
+          ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
+        order by id desc
+        limit ${pageFetch(sql, opts.limit)}`));
+    if (rows.length >= fetch) break;
+  }
   return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
+}
+
+/** Where a page's windows end, in whole UTC days back from today: each twice the one before. */
+const WINDOW_DAYS = [1, 3, 7, 15, 31, 63];
+
+/**
+ * The id ranges a page reads, newest first: [yesterday, ∞), then back to 3, 7, 15, 31 and 63 days
+ * ago, then everything older. A page stops at the first windows that fill it, so it plans and
+ * reads only the day partitions of those, however many days are kept: a window's bounds are
+ * literals of its statement (whole UTC days, so each statement's text holds for a day and its
+ * plan is kept), which PostgreSQL prunes partitions by while planning; a parameter it prunes by
+ * only after planning every partition (about 0.2 ms each for a tag's join).
+ */
+function pageWindows(now: number): Array<{ low: string | null; high: string | null }> {
+  const today = Math.floor(now / 86_400_000) * 86_400_000;
+  // Made of the prefix and Crockford base32 only: safe as literals.
+  const bounds = WINDOW_DAYS.map((days) => idFloor('email', today - days * 86_400_000));
+  return [...bounds, null].map((low, i) => ({ low, high: i === 0 ? null : bounds[i - 1]! }));
 }
 
 /** A new email; with `scheduledAt` in the future it waits as `scheduled`, else it is `queued`. */

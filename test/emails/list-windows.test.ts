@@ -1,0 +1,57 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { encodeTime } from 'ulid';
+import { createTestDatabase } from '../helpers/db.ts';
+import { listEmails } from '../../src/emails/queries.ts';
+import { ensurePartitions } from '../../src/retention/partitions.ts';
+
+const DAY = 86_400_000;
+
+// A page is read window by window back in time (yesterday, 3, 7, 15, 31, 63 days, then older):
+// pages that cross a window's edge, filtered or not, are exactly the rows in id order.
+test('pages cross the windows a list is read in: every email once, newest first, filters applied', async () => {
+  const { sql } = await createTestDatabase();
+  await ensurePartitions(sql, { from: new Date(Date.now() - 130 * DAY) });
+  await sql`insert into projects (id, name) values ('proj_w', 'windows'), ('proj_other', 'other')`;
+  const today = Math.floor(Date.now() / DAY) * DAY;
+  // Each side of every window edge, and far back.
+  const ages = [0, 1, 2, 3, 6, 7, 8, 14, 15, 16, 30, 31, 32, 62, 63, 64, 100, 120].flatMap((d) => [today - d * DAY + 1, today - d * DAY - 1]);
+  const rows = ages.filter((ms) => ms <= Date.now()).map((ms, i) => ({
+    id: `email_${encodeTime(ms, 10)}${randomBytes(8).toString('hex').toUpperCase()}`,
+    status: i % 3 === 0 ? 'failed' : 'sent',
+    tag: i % 2 === 0 ? 'even' : 'odd',
+    at: new Date(ms),
+  }));
+  for (const project of ['proj_w', 'proj_other']) {
+    for (const r of rows) {
+      const id = project === 'proj_w' ? r.id : r.id.slice(0, -1) + 'Z';
+      await sql`insert into emails (id, project_id, status, from_address, to_addresses, subject, text, tags, created_at)
+        values (${id}, ${project}, ${r.status}, 'a@x.test', ${['b@x.test']}, 's', 't', ${sql.json([{ name: 'k', value: r.tag }])}, ${r.at})`;
+      await sql`insert into email_tags (project_id, name, value, email_id) values (${project}, 'k', ${r.tag}, ${id})`;
+    }
+  }
+  const expected = [...rows].sort((a, b) => (a.id < b.id ? 1 : -1));
+  const cases: Array<[string, Parameters<typeof listEmails>[2] extends infer O ? Omit<O & object, 'limit' | 'startingAfter'> : never, typeof rows]> = [
+    ['all', {}, expected],
+    ['status', { status: 'failed' }, expected.filter((r) => r.status === 'failed')],
+    ['tag', { tag: { name: 'k', value: 'even' } }, expected.filter((r) => r.tag === 'even')],
+    ['tag and status', { tag: { name: 'k', value: 'odd' }, status: 'sent' }, expected.filter((r) => r.tag === 'odd' && r.status === 'sent')],
+  ];
+  for (const [name, filter, want] of cases) {
+    for (const limit of [1, 4, 30]) {
+      const seen: string[] = [];
+      let startingAfter: string | undefined;
+      for (let pages = 0; pages < 100; pages++) {
+        const page = await listEmails(sql, 'proj_w', { limit, startingAfter, ...filter });
+        seen.push(...page.rows.map((r) => r.id));
+        assert.ok(page.rows.length <= limit);
+        if (!page.hasMore) break;
+        assert.equal(page.rows.length, limit, `${name}: a page with more after it is full`);
+        startingAfter = page.rows.at(-1)!.id;
+      }
+      assert.deepEqual(seen, want.map((r) => r.id), `${name}, pages of ${limit}`);
+    }
+  }
+  await sql.end();
+});
