@@ -1,7 +1,12 @@
+import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
+import pg from 'pg';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
 import { emailSendTask } from '../../src/emails/send.task.ts';
+import { claimEmail } from '../../src/emails/queries.ts';
+import { reassertLeases } from '../../src/emails/leases.ts';
+import { startWorker } from '../../src/platform/worker.ts';
 import { createLogger } from '../../src/platform/log.ts';
 import { startCaptureSmtp } from './capture-smtp.ts';
 import { emailState, insertEmail, noHelpers } from './fixtures.ts';
@@ -40,4 +45,63 @@ test('an accepted send whose record the database refuses keeps its lease, is rec
   const state = await emailState(ctx.sql, projectId, id);
   assert.equal(state.attemptCount, 1);
   assert.equal(smtp.messages.filter((m) => m.envid.endsWith(`:${id}`)).length, 1, 'accepted once, sent once');
+});
+
+test('a runner replaced after a database error first re-asserts the leases its process holds, before the old runner\'s jobs are released: a lease that ran out during the outage is live again and no other attempt takes it', async () => {
+  const { projectId } = await ctx.tenant();
+  const holder = { id: `holder-${randomUUID()}`, busy: new Map<string, string>() };
+  // What an outage longer than a lease leaves: the send is this process's (its SES answer waits
+  // to be recorded), its lease ran out, and its holder's heartbeat is as old as the outage.
+  const held = await insertEmail(ctx.sql, projectId, { subject: 'held through an outage' }, false);
+  const other = await insertEmail(ctx.sql, projectId, { subject: 'held by another process' }, false);
+  await ctx.sql`update emails set status = 'sending', lease_owner = ${`${holder.id}/a`}, lease_expires_at = now() - interval '20 seconds' where id = ${held} and project_id = ${projectId}`;
+  await ctx.sql`update emails set status = 'sending', lease_owner = 'holder-other/b', lease_expires_at = now() - interval '20 seconds' where id = ${other} and project_id = ${projectId}`;
+  await ctx.sql`insert into worker_heartbeats (pool_id, hostname, pid, last_seen_at) values (${holder.id}, 'h', 1, now() - interval '65 seconds')`;
+  holder.busy.set(held, projectId);
+  holder.busy.set(other, projectId);
+
+  let jobStarted!: () => void;
+  let letJobEnd!: () => void;
+  const started = new Promise<void>((resolve) => { jobStarted = resolve; });
+  const ended = new Promise<void>((resolve) => { letJobEnd = resolve; });
+  let jobLockedAtReassert: boolean | undefined;
+  const handle = await startWorker({
+    databaseUrl: ctx.url, sql: ctx.sql, log: createLogger('silent'), concurrency: 1, deadAfterSeconds: 30, holderId: holder.id,
+    taskList: { hold: async () => { jobStarted(); await ended; } },
+    beforeFetching: async (db) => {
+      const { rows } = await db.query(`select locked_by is not null as locked from graphile_worker.jobs where task_identifier = 'hold'`);
+      jobLockedAtReassert = rows[0]?.locked;
+      return reassertLeases(db, holder);
+    },
+  });
+  try {
+    await ctx.sql`select graphile_worker.add_job('hold', '{}')`;
+    await started;
+    // The holder's heartbeat as it stood when the database came back (the first beat refreshed it).
+    await ctx.sql`update worker_heartbeats set last_seen_at = now() - interval '65 seconds' where pool_id = ${holder.id}`;
+    void handle.runner.stop(); // as graphile-worker does by itself after a database error
+    await waitFor('the runner to be replaced', () => handle.restarts === 1, 5000, 25);
+    assert.equal(jobLockedAtReassert, true, 're-asserted while the old runner still held its jobs');
+    const leases = await ctx.sql<{ id: string; live: boolean }[]>`
+      select id, lease_expires_at > now() + interval '40 seconds' as live from emails where project_id = ${projectId} and id in (${held}, ${other}) order by id`;
+    assert.deepEqual(Object.fromEntries(leases.map((r) => [r.id, r.live])), { [held]: true, [other]: false }, 'only the leases this holder holds');
+    const [beat] = await ctx.sql<[{ fresh: boolean }]>`select last_seen_at > now() - interval '5 seconds' as fresh from worker_heartbeats where pool_id = ${holder.id}`;
+    assert.equal(beat?.fresh, true, 'the holder beat with it');
+    const taken = await claimEmail(ctx.sql, projectId, held, { owner: 'holder-else/c', seconds: 45, deadAfterSeconds: 30 });
+    assert.equal(taken, undefined, 'another attempt finds the live lease and sends nothing');
+
+    // A holder already declared ended re-asserts nothing: its leases are forfeit.
+    await ctx.sql`update worker_heartbeats set ended_at = now() where pool_id = ${holder.id}`;
+    await ctx.sql`update emails set lease_expires_at = now() - interval '1 second' where id = ${held} and project_id = ${projectId}`;
+    const db = new pg.Pool({ connectionString: ctx.url, max: 1 });
+    try {
+      assert.equal(await reassertLeases(db, holder), 0);
+    } finally {
+      await db.end();
+    }
+  } finally {
+    letJobEnd();
+    await handle.stop();
+    await ctx.sql`delete from graphile_worker._private_jobs where task_id in (select id from graphile_worker._private_tasks where identifier = 'hold')`;
+  }
 });
