@@ -21,6 +21,12 @@ function setupRequired(c: Context<DashEnv>) {
     'This instance has no owner yet. Open the setup link from the API\'s start-up log ("owner setup"), or create the owner with `npm run --silent cli -- owner create --email EMAIL`.');
 }
 
+/** The sign-in page offers the configured issuer by its host name. */
+const ssoHost = (c: Context<DashEnv>) => {
+  const oidc = c.var.deps.config.oidc;
+  return oidc ? new URL(oidc.issuer).host : undefined;
+};
+
 export function registerAuthRoutes(app: Hono<DashEnv>) {
   app.get('/signup', async (c) => {
     if (await ownerExists(c.var.deps.sql)) return c.redirect(`${BASE}/login`, 303);
@@ -51,7 +57,7 @@ export function registerAuthRoutes(app: Hono<DashEnv>) {
   app.get('/login', async (c) => {
     if (!(await ownerExists(c.var.deps.sql))) return c.redirect(`${BASE}/signup`, 303);
     if (c.var.session) return c.redirect(BASE, 303);
-    return render(c, <LoginPage csrf={c.var.csrf} />);
+    return render(c, <LoginPage csrf={c.var.csrf} sso={ssoHost(c)} />);
   });
 
   app.post('/login', async (c) => {
@@ -59,7 +65,7 @@ export function registerAuthRoutes(app: Hono<DashEnv>) {
     const body = await c.req.parseBody();
     const email = field(body, 'email');
     if (email.length > MAX_EMAIL_LENGTH) {
-      return render(c, <LoginPage csrf={c.var.csrf} error={`Enter an email address of at most ${MAX_EMAIL_LENGTH} characters.`} />, 422);
+      return render(c, <LoginPage csrf={c.var.csrf} sso={ssoHost(c)} error={`Enter an email address of at most ${MAX_EMAIL_LENGTH} characters.`} />, 422);
     }
     // Counted before the password is checked, so guessing also costs the guesser the scrypt work.
     // Per address, and per address and email: never per email alone (see above).
@@ -73,7 +79,7 @@ export function registerAuthRoutes(app: Hono<DashEnv>) {
       return errorPage(c, 429, 'Too many attempts', 'Too many sign-in attempts. Wait a minute and try again.');
     }
     const member = await authenticateMember(sql, email, field(body, 'password'));
-    if (!member) return render(c, <LoginPage csrf={c.var.csrf} email={email} error="Wrong email or password." />, 401);
+    if (!member) return render(c, <LoginPage csrf={c.var.csrf} sso={ssoHost(c)} email={email} error="Wrong email or password." />, 401);
     await startSession(c, member.id, 'local');
     return c.redirect(BASE, 303);
   });

@@ -75,6 +75,16 @@ const schema = z.object({
   BODY_RETENTION_DAYS: intIn(1, 36_500).default(30),
   // The audit log is kept on its own clock: who changed what outlives the mail it concerned.
   AUDIT_RETENTION_DAYS: intIn(1, 36_500).default(400),
+  // Single sign-on for the dashboard (OpenID Connect); all three or none.
+  // Exactly as the provider's discovery document spells it (the ID token's iss must match).
+  OIDC_ISSUER: httpUrl.optional(),
+  OIDC_CLIENT_ID: z.string().trim().min(1).max(500).optional(),
+  OIDC_CLIENT_SECRET: z.string().trim().min(1).max(2000).optional(),
+  OIDC_ALLOWED_DOMAINS: z
+    .string()
+    .transform((s) => s.split(',').map((d) => d.trim().toLowerCase().replace(/^@/, '')).filter(Boolean))
+    .refine((list) => list.every((d) => /^[a-z0-9.-]+\.[a-z0-9-]+$/.test(d)), 'comma-separated domain names such as example.com,example.org')
+    .default([]),
   // Webhook flushes and retries run apart from sends, so slow endpoints never hold a send's slot.
   WEBHOOK_CONCURRENCY: intIn(1, 1000).default(4),
   METRICS_PORT: intIn(0, 65535).default(9464),
@@ -156,6 +166,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
     throw new ConfigError('RELAY_SMTPS_PORT: implicit TLS needs RELAY_TLS_CERT and RELAY_TLS_KEY');
   }
   const host = e.HOST ?? (development ? '127.0.0.1' : '0.0.0.0');
+  const oidcSet = [e.OIDC_ISSUER, e.OIDC_CLIENT_ID, e.OIDC_CLIENT_SECRET].filter((v) => v !== undefined).length;
+  if (oidcSet !== 0 && oidcSet !== 3) {
+    throw new ConfigError(`${e.OIDC_ISSUER === undefined ? 'OIDC_ISSUER' : e.OIDC_CLIENT_ID === undefined ? 'OIDC_CLIENT_ID' : 'OIDC_CLIENT_SECRET'}: required with the other OIDC_ settings (single sign-on needs the issuer, client id and client secret)`);
+  }
   return {
     databaseUrl,
     redisUrl,
@@ -179,6 +193,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
     retentionDays: e.RETENTION_DAYS,
     bodyRetentionDays: e.BODY_RETENTION_DAYS,
     auditRetentionDays: e.AUDIT_RETENTION_DAYS,
+    /** Dashboard single sign-on (§21.3); undefined when not configured. */
+    oidc: e.OIDC_ISSUER && e.OIDC_CLIENT_ID && e.OIDC_CLIENT_SECRET
+      ? { issuer: e.OIDC_ISSUER, clientId: e.OIDC_CLIENT_ID, clientSecret: e.OIDC_CLIENT_SECRET, allowedDomains: e.OIDC_ALLOWED_DOMAINS }
+      : undefined,
     webhookConcurrency: e.WEBHOOK_CONCURRENCY,
     metricsPort: e.METRICS_PORT,
     metricsToken: e.METRICS_TOKEN,

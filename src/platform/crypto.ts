@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, createSecretKey, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 /** Purposes of keys derived from SECRET_KEY; each gets its own HKDF output so one leak doesn't spread. */
-export type KeyPurpose = 'provider-credentials' | 'webhook-secrets' | 'unsubscribe-tokens' | 'sink-internal' | 'owner-setup' | 'tracking-tokens' | 'inbound-downloads';
+export type KeyPurpose = 'provider-credentials' | 'webhook-secrets' | 'unsubscribe-tokens' | 'sink-internal' | 'owner-setup' | 'tracking-tokens' | 'inbound-downloads' | 'oidc-state';
 
 const derived = new Map<string, KeyObject>();
 
