@@ -2,7 +2,7 @@ import type { Project } from '../../src/projects/service.ts';
 import type { DeliveryRow, EndpointRow } from '../../src/webhooks/schemas.ts';
 import { BASE } from '../env.ts';
 import { ErrorNote, Form, Layout, Pager, when } from '../layout.tsx';
-import { EVENT_TYPES } from '../../src/events/record.ts';
+import { WEBHOOK_EVENT_TYPES as EVENT_TYPES } from '../../src/events/record.ts';
 
 const typesText = (types: string[] | null) => (types ? types.join(', ') : 'all');
 

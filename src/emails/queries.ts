@@ -311,8 +311,9 @@ export async function claimEmail(
     update emails set status = 'sending', attempt_count = attempt_count + 1, updated_at = now(),
       lease_owner = ${lease.owner}, lease_expires_at = now() + make_interval(secs => ${lease.seconds})
     where id = ${emailId} and project_id = ${projectId}
-      and (status = 'queued'
-        or (status = 'scheduled' and scheduled_at <= now() + interval '1 second')
+      and (((status = 'queued' or (status = 'scheduled' and scheduled_at <= now() + interval '1 second'))
+          -- A project paused for its reputation (§19.4) holds its mail: nothing new leaves.
+          and not exists (select 1 from project_reputation r where r.project_id = emails.project_id and r.paused_at is not null))
         or (status = 'sending' and (
           lease_owner is null
           or exists (select 1 from worker_heartbeats h where h.pool_id = ${holder} and h.ended_at is not null)
@@ -347,6 +348,22 @@ export async function liveLeaseEnd(sql: Sql, projectId: string, emailId: string)
     select greatest(lease_expires_at, now() + interval '5 seconds') as lease_expires_at from emails
     where id = ${emailId} and project_id = ${projectId} and status = 'sending'`;
   return row?.leaseExpiresAt;
+}
+
+/**
+ * A scheduled email that fell due while its project is paused waits as `queued`, like the rest of
+ * its held mail; the resume gives it its job again. True when the project is paused.
+ */
+export async function holdIfPaused(sql: Sql, projectId: string, emailId: string): Promise<boolean> {
+  const [row] = await sql<[{ paused: boolean }?]>`
+    with paused as (select 1 from project_reputation where project_id = ${projectId} and paused_at is not null),
+    held as (
+      update emails set status = 'queued', updated_at = now()
+      where id = ${emailId} and project_id = ${projectId} and status = 'scheduled' and scheduled_at <= now() + interval '1 second'
+        and exists (select 1 from paused)
+      returning id)
+    select exists (select 1 from paused) as paused`;
+  return row?.paused ?? false;
 }
 
 /** The email's job again at `delayMs` from now, keyed by the email so it replaces a waiting one. */

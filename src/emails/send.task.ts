@@ -104,9 +104,10 @@ async function readBodies(email: ClaimedEmail) {
  * again: if the database refuses the record now (a restart, a failover), the message id is kept
  * in memory and the record made when the database is back.
  */
-async function settleSent(deps: WorkerDeps, email: ClaimedEmail, messageId: string, viaSink: boolean, visible: string[]) {
+async function settleSent(deps: WorkerDeps, email: ClaimedEmail, messageId: string, viaSink: boolean, visible: string[], recipients: number) {
   await readBodies(email);
-  const events: EmailEvent[] = [{ type: 'email.sent', data: { to: visible, provider_message_id: messageId } }];
+  // SES counts each recipient it was handed (bcc included) toward the account's rates; the sink's never reach SES.
+  const events: EmailEvent[] = [{ type: 'email.sent', data: { to: visible, provider_message_id: messageId }, ...(viaSink ? {} : { reputation: { metric: 'sent', n: recipients } }) }];
   if (viaSink) events.push({ type: 'email.delivered', data: { to: visible, smtp_response: SINK_SMTP_RESPONSE } });
   try {
     await q.markSent(deps.sql, email, messageId, viaSink, events);
@@ -223,6 +224,8 @@ export function emailSendTask(deps: WorkerDeps, outgoingHtml?: HtmlForSending): 
     const self = leases ? { id: leases.id, busy: leases.busy.has(emailId) } : undefined;
     const email = await q.claimEmail(sql, projectId, emailId, { owner, seconds: LEASE_SECONDS, deadAfterSeconds: config.workerDeadAfterSeconds, self });
     if (!email) {
+      // Held by a paused project: the resume gives it a job again (§19.4).
+      if (await q.holdIfPaused(sql, projectId, emailId)) return;
       // Another attempt holds it: look again when its lease ends, in case that attempt dies.
       const leaseEnd = await q.liveLeaseEnd(sql, projectId, emailId);
       if (leaseEnd) await q.enqueueSendAgain(sql, projectId, emailId, leaseEnd.getTime() - Date.now() + 1000);
@@ -333,7 +336,7 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
     }
     return;
   }
-  await settleSent(deps, email, sent.messageId, sent.viaSink, [...envelope.to, ...envelope.cc]);
+  await settleSent(deps, email, sent.messageId, sent.viaSink, [...envelope.to, ...envelope.cc], envelope.to.length + envelope.cc.length + envelope.bcc.length);
   recordEmailOutcome(sent.viaSink ? 'sink' : 'ses', 'sent');
   log.debug({ providerMessageId: sent.messageId, suppressed: suppressed.size }, 'email sent');
 }

@@ -2,9 +2,18 @@ import type { TxSql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import { addSuppressions } from '../suppressions/queries.ts';
 import { normaliseSesEvent } from './normalise.ts';
-import { recordEvent } from './record.ts';
+import { recordEvent, type ReputationCount } from './record.ts';
+import { evaluateReputation } from '../reputation/evaluate.ts';
 import { idFloor } from '../platform/ids.ts';
 import { recordEventIngested, recordTrackingEvent } from '../platform/metrics.ts';
+
+/** SES's rates count hard (Permanent) bounces and complaints, per recipient; nothing else. */
+function reputationCount(type: string, data: Record<string, unknown>): ReputationCount | undefined {
+  const recipients = Math.max(1, Array.isArray(data.to) ? data.to.length : 1);
+  if (type === 'email.bounced' && data.bounce_type === 'permanent') return { metric: 'bounced', n: recipients };
+  if (type === 'email.complained') return { metric: 'complained', n: recipients };
+  return undefined;
+}
 
 export type IngestOutcome = 'recorded' | 'duplicate' | 'ignored' | 'unknown_email' | 'invalid';
 
@@ -87,14 +96,19 @@ export async function ingestSesRecord(tx: TxSql, log: Logger, projectId: string,
   // SES names every recipient of an open or click, bcc included; like Mailroom's own tracking,
   // the event names the visible ones.
   const engagement = normalised.type === 'email.opened' || normalised.type === 'email.clicked' ? normalised.type : undefined;
+  const reputation = reputationCount(normalised.type, normalised.data);
   const eventId = await recordEvent(tx, {
     projectId,
     emailId,
     type: normalised.type,
     data: engagement ? { ...normalised.data, to: email.visible } : normalised.data,
     dedupeKey: normalised.dedupeKey,
+    reputation,
   });
   if (!eventId) return 'duplicate';
+  // A hard bounce or complaint may cross a pause threshold: checked now, in this transaction, so
+  // the pause commits with the event that caused it and the next claim already sees it.
+  if (reputation) await evaluateReputation(tx, log, projectId);
   if (normalised.deliveredAt) await markDelivered(tx, projectId, emailId, normalised.deliveredAt);
   if (normalised.suppress && normalised.suppress.addresses.length) {
     await addSuppressions(tx, projectId, normalised.suppress.addresses, normalised.suppress.reason, emailId);

@@ -16,17 +16,38 @@ export const EVENT_TYPES = [
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
+/** Events about a project or its SES account rather than an email (§19.6); their payload's email_id is null. */
+export const PROJECT_EVENT_TYPES = [
+  'project.reputation_warning',
+  'project.sending_paused',
+  'project.sending_resumed',
+  'account.enforcement_changed',
+] as const;
+export type ProjectEventType = (typeof PROJECT_EVENT_TYPES)[number];
+
+/** Every type a webhook endpoint can be sent, and filter on. */
+export const WEBHOOK_EVENT_TYPES = [...EVENT_TYPES, ...PROJECT_EVENT_TYPES] as const;
+
 export type NewEvent = {
   projectId: string;
   emailId: string;
   type: EventType;
   data: Record<string, unknown>;
+  reputation?: ReputationCount;
   /** Provider notifications may repeat; the same key makes the repeat a no-op. */
   dedupeKey?: string;
 };
 
 /** An event to record for an email that the statement's source yields. */
-export type EmailEvent = { type: EventType; data: Record<string, unknown>; dedupeKey?: string };
+export type EmailEvent = {
+  type: EventType;
+  data: Record<string, unknown>;
+  dedupeKey?: string;
+  /** What the event adds to the reputation counters (§19.1): recipients sent, hard-bounced or complaining. */
+  reputation?: ReputationCount;
+};
+
+export type ReputationCount = { metric: 'sent' | 'bounced' | 'complained'; n: number };
 
 /**
  * One statement that records events for the emails `source` yields (as `id, project_id, tags`),
@@ -40,7 +61,11 @@ export type EmailEvent = { type: EventType; data: Record<string, unknown>; dedup
  * Yields `matched` (rows of `source`) and `event_ids` (the events recorded, in order).
  */
 export function recordEventsStatement(sql: Sql | TxSql, source: PendingQuery<Row[]>, events: EmailEvent[]) {
-  const rows = events.map((e) => ({ id: newId('event'), type: e.type, data: e.data, dedupe_key: e.dedupeKey ?? null }));
+  const rows = events.map((e) => ({
+    id: newId('event'), type: e.type, data: e.data, dedupe_key: e.dedupeKey ?? null,
+    rep_metric: e.reputation?.metric ?? null, rep_n: e.reputation?.n ?? null,
+  }));
+  const counts = rows.some((r) => r.rep_metric !== null);
   return sql<{ matched: number; eventIds: string[] }[]>`
     with source as (${source}),
     new_events as (
@@ -51,6 +76,7 @@ export function recordEventsStatement(sql: Sql | TxSql, source: PendingQuery<Row
       on conflict (project_id, dedupe_key, email_id) where dedupe_key is not null do nothing
       returning id, project_id, email_id, type),
     counted as (${countEvents(sql, sql`new_events`)}),
+    ${counts ? sql`reputation_counted as (${countReputation(sql, rows)}),` : sql``}
     ${newDeliveries(sql)}
     select (select count(*)::int from source) as matched,
       array(select id from new_events order by id) as event_ids,
@@ -101,6 +127,44 @@ export function countEvents(sql: Sql | TxSql, source: PendingQuery<Row[]>, opts:
     from ${source} group by 1, 2, 3
     order by 1, 2, 3
     on conflict (project_id, day, metric, shard) do update set n = c.n + excluded.n`;
+}
+
+/**
+ * Adds the recorded events' reputation counts (§19.1) to the hourly counters of the project and
+ * its SES account, sharded like countEvents. Only projects connected to SES count (sink mail
+ * never reaches SES), and a bounce or complaint about mail sent before the project's last resume
+ * counts for nothing: the resume started its windows afresh.
+ */
+function countReputation(sql: Sql | TxSql, rows: { id: string; rep_metric: string | null; rep_n: number | null }[]) {
+  const counts = rows.filter((r) => r.rep_metric !== null).map((r) => ({ id: r.id, metric: r.rep_metric, n: r.rep_n }));
+  return sql`
+    insert into reputation_counts as c (project_id, account_id, hour, metric, shard, n)
+    select ne.project_id, pc.ses_account_id, date_trunc('hour', now()), r.metric, pg_backend_pid(), sum(r.n)
+    from new_events ne
+    join jsonb_to_recordset(${sql.json(counts as never)}) as r(id text, metric text, n int) on r.id = ne.id
+    join provider_connections pc on pc.project_id = ne.project_id
+    left join project_reputation pr on pr.project_id = ne.project_id
+    where r.n > 0 and (r.metric = 'sent' or pr.counting_since is null or coalesce(
+      (select e.sent_at from emails e where e.id = ne.email_id and e.project_id = ne.project_id), now()) >= pr.counting_since)
+    group by 1, 2, 3, 4
+    order by 1, 2, 3, 4
+    on conflict (project_id, account_id, hour, metric, shard) do update set n = c.n + excluded.n`;
+}
+
+/**
+ * Records an event about the project itself (PROJECT_EVENT_TYPES) with its deliveries and flush
+ * jobs, in the caller's transaction. It belongs to no email: its email_id is a fresh email-kind
+ * id naming none, so it and its deliveries live in today's partitions like any other event.
+ */
+export async function recordProjectEvent(tx: Sql | TxSql, projectId: string, type: ProjectEventType, data: Record<string, unknown>) {
+  await tx`
+    with new_events as (
+      insert into events (id, project_id, email_id, type, data)
+      values (${newId('event')}, ${projectId}, ${newId('email')}, ${type}, ${tx.json(data as never)})
+      returning id, project_id, email_id, type),
+    counted as (${countEvents(tx, tx`new_events`)}),
+    ${newDeliveries(tx)}
+    select ${flushJobsForNewDeliveries(tx)} as jobs`;
 }
 
 /** The email as a statement source, unchanged. */

@@ -20,6 +20,7 @@ import { registerSinkRoutes } from '../sink/routes.ts';
 import { createResendApp } from '../resend/routes.ts';
 import { registerSuppressionRoutes } from '../suppressions/routes.ts';
 import { registerAuditRoutes } from '../audit/routes.ts';
+import { registerReputationRoutes } from '../reputation/routes.ts';
 import { registerTemplateRoutes } from '../templates/routes.ts';
 import { registerResendTemplateRoutes } from '../templates/resend-routes.ts';
 import { renderForSend } from '../templates/service.ts';
@@ -103,6 +104,7 @@ export function createApp(deps: AppDeps) {
   registerSinkInboundRoute(app);
   registerSuppressionRoutes(app);
   registerAuditRoutes(app);
+  registerReputationRoutes(app);
   registerTemplateRoutes(app);
   if (deps.config.eventIngestion === 'https') registerSnsPushRoute(app);
 

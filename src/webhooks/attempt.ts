@@ -169,7 +169,9 @@ async function settle(sql: Sql, a: Attempt, outcome: Outcome, answered: Answered
 }
 
 export function webhookBody(a: Attempt): string {
-  return JSON.stringify({ id: a.eventId, type: a.type, email_id: a.emailId, created_at: a.eventCreatedAt.toISOString(), data: a.data });
+  // A project's own events (project.*, account.*) carry an id that names no email.
+  const emailId = a.type.startsWith('email.') ? a.emailId : null;
+  return JSON.stringify({ id: a.eventId, type: a.type, email_id: emailId, created_at: a.eventCreatedAt.toISOString(), data: a.data });
 }
 
 export type AttemptDeps = { config: Config; sql: Sql; log: Logger; webhooks?: WebhookTransportOverrides };

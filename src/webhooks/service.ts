@@ -7,7 +7,7 @@ import { checkDestination, destinationPolicy, systemResolver, type Resolver } fr
 import { generateSigningSecret, openSecret, sealSecret } from './secret.ts';
 import * as q from './queries.ts';
 import { auditUrl, recordAudit } from '../audit/record.ts';
-import { EVENT_TYPES } from '../events/record.ts';
+import { WEBHOOK_EVENT_TYPES } from '../events/record.ts';
 
 /**
  * An endpoint's event filter from a list of type names (`email.opened`, or `opened` for short).
@@ -16,10 +16,10 @@ import { EVENT_TYPES } from '../events/record.ts';
 export function parseEventTypes(input: string | string[]): string[] | null {
   const names = (Array.isArray(input) ? input : input.split(',')).map((s) => s.trim()).filter(Boolean);
   if (names.length === 0 || (names.length === 1 && names[0] === 'all')) return null;
-  const types = names.map((n) => (n.startsWith('email.') ? n : `email.${n}`));
-  const unknown = types.filter((t) => !(EVENT_TYPES as readonly string[]).includes(t));
-  if (unknown.length) throw new ServiceError('invalid_input', `unknown event type ${unknown.join(', ')}; the types are ${EVENT_TYPES.join(', ')} (or all)`);
-  return EVENT_TYPES.filter((t) => types.includes(t));
+  const types = names.map((n) => (n.includes('.') ? n : `email.${n}`));
+  const unknown = types.filter((t) => !(WEBHOOK_EVENT_TYPES as readonly string[]).includes(t));
+  if (unknown.length) throw new ServiceError('invalid_input', `unknown event type ${unknown.join(', ')}; the types are ${WEBHOOK_EVENT_TYPES.join(', ')} (or all)`);
+  return WEBHOOK_EVENT_TYPES.filter((t) => types.includes(t));
 }
 
 /**

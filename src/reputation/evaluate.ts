@@ -1,0 +1,87 @@
+import type { Sql, TxSql } from '../platform/db.ts';
+import type { Logger } from '../platform/log.ts';
+import { recordProjectEvent } from '../events/record.ts';
+import { ACTS_FROM, markWarned, pauseProjects, projectsOnAccount, readState, readWindows, type Kind, type ReputationState, type ReputationWindow, type Scope, type WindowName } from './queries.ts';
+
+/** A window over a threshold, as the webhooks' `data` tells it. */
+export type Crossing = { scope: Scope; window: WindowName; kind: Kind; rate: number; threshold: number; sent: number; events: number };
+
+export function rateOf(w: ReputationWindow, kind: Kind): number {
+  return w.sent > 0 ? (kind === 'bounce' ? w.bounced : w.complained) / w.sent : 0;
+}
+
+/** The first window of `windows` that acts (§19.2) and is at or over the level, or undefined. */
+export function crossing(windows: ReputationWindow[], state: ReputationState, level: 'warn' | 'pause', scopes: Scope[] = ['project', 'account']): Crossing | undefined {
+  for (const w of windows) {
+    if (!scopes.includes(w.scope)) continue;
+    for (const kind of ['bounce', 'complaint'] as const) {
+      const events = kind === 'bounce' ? w.bounced : w.complained;
+      const threshold = kind === 'bounce'
+        ? (level === 'pause' ? state.bouncePause : state.bounceWarn)
+        : (level === 'pause' ? state.complaintPause : state.complaintWarn);
+      if (w.sent < ACTS_FROM[w.window].sent || events < ACTS_FROM[w.window].events) continue;
+      const rate = rateOf(w, kind);
+      if (rate >= threshold) return { scope: w.scope, window: w.window, kind, rate, threshold, sent: w.sent, events };
+    }
+  }
+  return undefined;
+}
+
+const eventData = (projectId: string, c: Crossing, reason?: string) =>
+  ({ project_id: projectId, scope: c.scope, window: c.window, kind: c.kind, rate: c.rate, threshold: c.threshold, sent: c.sent, events: c.events, ...(reason ? { reason } : {}) });
+
+/**
+ * Reads the project's windows after a hard bounce or complaint and acts on them, inside the
+ * caller's transaction: a pause (of the project, or for the account scope of every project on
+ * the account whose own account window crosses too) commits with the event that caused it, and
+ * so does its webhook. A warning only marks the project and tells its endpoints once.
+ */
+export async function evaluateReputation(tx: TxSql, log: Logger, projectId: string): Promise<void> {
+  const state = await readState(tx, projectId);
+  if (state.accountId === null || state.pausedAt) return;
+  const windows = await readWindows(tx, projectId);
+  const over = crossing(windows, state, 'pause');
+  if (over) {
+    const reason = `${over.kind}_rate`;
+    const paused = await pauseProjects(tx, [projectId], reason);
+    for (const id of paused) await recordProjectEvent(tx, id, 'project.sending_paused', eventData(id, over, reason));
+    log.warn({ projectId, ...over }, 'project paused: reputation over its pause threshold');
+    if (over.scope === 'account') await pauseAccountPeers(tx, log, projectId, state.accountId);
+    return;
+  }
+  const warn = crossing(windows, state, 'warn');
+  if (await markWarned(tx, projectId, warn !== undefined) && warn) {
+    await recordProjectEvent(tx, projectId, 'project.reputation_warning', eventData(projectId, warn));
+    log.info({ projectId, ...warn }, 'project reputation over its warning threshold');
+  }
+}
+
+/**
+ * The account's rates crossed: every other project on it whose account windows (counted from its
+ * own last resume) cross its own pause threshold is paused too.
+ */
+async function pauseAccountPeers(tx: TxSql, log: Logger, projectId: string, accountId: string) {
+  for (const peer of await projectsOnAccount(tx, accountId)) {
+    if (peer === projectId) continue;
+    const state = await readState(tx, peer);
+    if (state.pausedAt) continue;
+    const over = crossing(await readWindows(tx, peer), state, 'pause', ['account']);
+    if (!over) continue;
+    const reason = `${over.kind}_rate`;
+    for (const id of await pauseProjects(tx, [peer], reason)) {
+      await recordProjectEvent(tx, id, 'project.sending_paused', eventData(id, over, reason));
+      log.warn({ projectId: id, ...over }, 'project paused: its SES account is over the pause threshold');
+    }
+  }
+}
+
+/** Evaluates every connected project that is not paused, each in its own transaction (the periodic sweep). */
+export async function evaluateAll(sql: Sql, log: Logger): Promise<void> {
+  const rows = await sql<{ projectId: string }[]>`
+    select pc.project_id from provider_connections pc
+    where not exists (select 1 from project_reputation r where r.project_id = pc.project_id and r.paused_at is not null)
+    order by pc.project_id`;
+  for (const { projectId } of rows) {
+    await sql.begin((tx) => evaluateReputation(tx, log, projectId));
+  }
+}

@@ -1,0 +1,109 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createTestContext } from '../helpers/app.ts';
+import { createApiKey } from '../../src/keys/service.ts';
+import { connectProvider } from '../../src/providers/connections.ts';
+import { insertEmail } from '../sending/fixtures.ts';
+
+const ctx = await createTestContext();
+const A = await ctx.tenant('A');
+const B = await ctx.tenant('B');
+
+type View = {
+  state: string; paused_at: string | null; reason: string | null;
+  thresholds: { bounce_rate: { warn: number; pause: number }; complaint_rate: { warn: number; pause: number } };
+  windows: { scope: string; window: string; sent: number; bounced: number; complained: number; bounce_rate: number; complaint_rate: number; since: string }[];
+  aws: { enforcement_status: string | null; sending_enabled: boolean | null; checked_at: string | null } | null;
+};
+
+test('GET /v1/reputation answers the exact shape with the default thresholds', async () => {
+  const res = await ctx.call(A.key, '/v1/reputation');
+  assert.equal(res.status, 200);
+  const body = (await res.json()) as View;
+  assert.deepEqual(Object.keys(body).sort(), ['aws', 'paused_at', 'reason', 'state', 'thresholds', 'windows']);
+  assert.equal(body.state, 'ok');
+  assert.equal(body.paused_at, null);
+  assert.equal(body.reason, null);
+  assert.deepEqual(body.thresholds, { bounce_rate: { warn: 0.02, pause: 0.04 }, complaint_rate: { warn: 0.0005, pause: 0.0008 } });
+  assert.equal(body.aws, null, 'a sink project has no AWS account');
+  assert.deepEqual(body.windows.map((w) => [w.scope, w.window]), [['project', '1h'], ['project', 'representative']]);
+  for (const w of body.windows) {
+    assert.deepEqual(Object.keys(w).sort(), ['bounce_rate', 'bounced', 'complained', 'complaint_rate', 'scope', 'sent', 'since', 'window']);
+    assert.equal(w.sent, 0);
+    assert.ok(Date.parse(w.since));
+  }
+
+  await connectProvider(ctx.sql, ctx.config, { projectId: B.projectId, region: 'eu-west-1', accessKeyId: 'AKIDB', secretAccessKey: 's' });
+  const connected = (await (await ctx.call(B.key, '/v1/reputation')).json()) as View;
+  assert.deepEqual(connected.windows.map((w) => [w.scope, w.window]),
+    [['project', '1h'], ['project', 'representative'], ['account', '1h'], ['account', 'representative']]);
+  assert.deepEqual(connected.aws, { enforcement_status: null, sending_enabled: null, checked_at: null });
+});
+
+test('PATCH /v1/reputation changes any subset and refuses levels above SES\'s, warn above pause, or below 0', async () => {
+  const ok = await ctx.call(A.key, '/v1/reputation', { method: 'PATCH', body: { bounce_rate: { pause: 0.03 } } });
+  assert.equal(ok.status, 200);
+  assert.deepEqual(((await ok.json()) as View).thresholds.bounce_rate, { warn: 0.02, pause: 0.03 });
+  const both = await ctx.call(A.key, '/v1/reputation', { method: 'PATCH', body: { bounce_rate: { warn: 0.01, pause: 0.05 }, complaint_rate: { warn: 0.0001, pause: 0.001 } } });
+  assert.equal(both.status, 200, 'exactly SES\'s review levels are allowed');
+
+  const bad: [unknown, unknown[]][] = [
+    [{ bounce_rate: { pause: 0.051 } }, ['body', 'bounce_rate', 'pause']],
+    [{ complaint_rate: { pause: 0.0011 } }, ['body', 'complaint_rate', 'pause']],
+    [{ bounce_rate: { warn: 0.06 } }, ['body', 'bounce_rate', 'warn']],
+    [{ complaint_rate: { warn: 0.002, pause: 0.001 } }, ['body', 'complaint_rate', 'warn']],
+    [{ bounce_rate: { warn: -0.01 } }, ['body', 'bounce_rate', 'warn']],
+    [{ complaint_rate: { pause: -1 } }, ['body', 'complaint_rate', 'pause']],
+    [{ bounce_rate: { warn: 'high' } }, ['body', 'bounce_rate', 'warn']],
+    [{ bounce: { warn: 0.01 } }, ['body']],
+  ];
+  for (const [body, loc] of bad) {
+    const res = await ctx.call(A.key, '/v1/reputation', { method: 'PATCH', body });
+    assert.equal(res.status, 422, JSON.stringify(body));
+    const detail = ((await res.json()) as { detail: { loc: unknown[] }[] }).detail;
+    assert.deepEqual(detail[0]!.loc.slice(0, loc.length), loc, JSON.stringify(body));
+  }
+  assert.equal((await ctx.call(A.key, '/v1/reputation', { method: 'PATCH', body: '{"bounce_rate":' })).status, 422);
+  const after = (await (await ctx.call(A.key, '/v1/reputation')).json()) as View;
+  assert.deepEqual(after.thresholds, { bounce_rate: { warn: 0.01, pause: 0.05 }, complaint_rate: { warn: 0.0001, pause: 0.001 } }, 'a refused patch changes nothing');
+  const other = (await (await ctx.call(B.key, '/v1/reputation')).json()) as View;
+  assert.deepEqual(other.thresholds.bounce_rate, { warn: 0.02, pause: 0.04 }, 'another project keeps its own');
+});
+
+test('a sending key may not read, change or resume; no key is 401', async () => {
+  const sending = await createApiKey(ctx.sql, A.projectId, 'sender', 'sending');
+  assert.equal((await ctx.call(sending.key, '/v1/reputation')).status, 403);
+  assert.equal((await ctx.call(sending.key, '/v1/reputation', { method: 'PATCH', body: {} })).status, 403);
+  assert.equal((await ctx.call(sending.key, '/v1/reputation/resume', { method: 'POST' })).status, 403);
+  assert.equal((await ctx.call(undefined, '/v1/reputation')).status, 401);
+});
+
+test('a paused project accepts (201 queued) and holds; the resume releases its held mail, scheduled mail that fell due included', async () => {
+  const C = await ctx.tenant('C');
+  await ctx.sql`insert into project_reputation (project_id, paused_at, pause_reason) values (${C.projectId}, now(), 'bounce_rate')`;
+  const paused = (await (await ctx.call(C.key, '/v1/reputation')).json()) as View;
+  assert.equal(paused.state, 'paused');
+  assert.equal(paused.reason, 'bounce_rate');
+  const accepted = await ctx.call(C.key, '/v1/emails', { method: 'POST', body: { from: 'a@example.com', to: 'b@example.net', subject: 'held', text: 'x' } });
+  assert.equal(accepted.status, 201);
+  const { id } = (await accepted.json()) as { id: string };
+  const read = (await (await ctx.call(C.key, `/v1/emails/${id}`)).json()) as { status: string };
+  assert.equal(read.status, 'queued');
+  const due = await insertEmail(ctx.sql, C.projectId, { subject: 'due' }, false);
+  await ctx.sql`update emails set status = 'scheduled', scheduled_at = now() - interval '1 minute' where id = ${due}`;
+
+  const resumed = await ctx.call(C.key, '/v1/reputation/resume', { method: 'POST' });
+  assert.equal(resumed.status, 200);
+  const view = (await resumed.json()) as View;
+  assert.equal(view.state, 'ok');
+  assert.equal(view.paused_at, null);
+  const jobs = await ctx.sql<{ key: string }[]>`
+    select j.key from graphile_worker.jobs j join emails e on e.id = j.key
+    where j.task_identifier = 'email__send' and e.project_id = ${C.projectId} order by j.id`;
+  assert.deepEqual(jobs.map((j) => j.key), [id, due].sort(), 'every held email has its job again, in id order');
+  const [status] = await ctx.sql`select status from emails where id = ${due}`;
+  assert.equal(status!.status, 'queued');
+  const [state] = await ctx.sql`select counting_since from project_reputation where project_id = ${C.projectId}`;
+  assert.ok(state!.countingSince instanceof Date, 'the windows start afresh from the resume');
+  assert.equal((await ctx.call(C.key, '/v1/reputation/resume', { method: 'POST' })).status, 200, 'resuming a running project changes nothing');
+});
