@@ -136,3 +136,18 @@ select pc.project_id,
        (select count(*) from provider_connections o where o.ses_account_id = a.id) as projects_on_account
 from provider_connections pc
 join ses_accounts a on a.id = pc.ses_account_id;
+
+-- Window: each project's reputation windows (§19.2), as GET /v1/reputation reads them through
+-- the one function, mailroom_reputation(): the last hour and the representative window (at most
+-- 30 days), for the project and for its SES account, from the hourly counters.
+create or replace view ops.reputation as
+select p.id as project_id, r.scope, r."window", r.sent, r.bounced, r.complained,
+       case when r.sent > 0 then r.bounced::float8 / r.sent else 0 end as bounce_rate,
+       case when r.sent > 0 then r.complained::float8 / r.sent else 0 end as complaint_rate,
+       r.since,
+       coalesce(pr.bounce_pause, 0.04) as bounce_pause,
+       coalesce(pr.complaint_pause, 0.0008) as complaint_pause,
+       pr.paused_at, pr.pause_reason
+from projects p
+cross join lateral mailroom_reputation(p.id) r
+left join project_reputation pr on pr.project_id = p.id;

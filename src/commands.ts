@@ -16,6 +16,7 @@ import { applyRetention } from './retention/apply.ts';
 import { rebuildStats } from './stats/rebuild.ts';
 import { TEMPLATE_COMMANDS } from './templates/commands.ts';
 import { AUDIT_COMMANDS } from './audit/commands.ts';
+import { REPUTATION_COMMANDS } from './reputation/commands.ts';
 import { registerOwner, SignupError } from '../dashboard/owner.ts';
 import { MEMBER_COMMANDS } from './members/commands.ts';
 
@@ -208,6 +209,7 @@ export const COMMANDS: Record<string, Command> = {
   ...TEMPLATE_COMMANDS,
   ...AUDIT_COMMANDS,
   ...MEMBER_COMMANDS,
+  ...REPUTATION_COMMANDS,
 };
 
 /** Finds the longest command name the arguments start with, and parses the rest. */

@@ -14,6 +14,7 @@ import { startSinkServer } from './sink/server.ts';
 import { closeSinkTransports } from './providers/sink-transport.ts';
 import { webhookDeliverTask } from './webhooks/deliver.task.ts';
 import { webhookFlushTask } from './webhooks/flush.task.ts';
+import { REPUTATION_CHECK_CRON, reputationCheckTask } from './reputation/check.task.ts';
 
 /** Every graphile-worker task, named `noun__verb`, one file each in its capability folder. */
 export function buildTaskList(deps: WorkerDeps): TaskList {
@@ -24,6 +25,7 @@ export function buildTaskList(deps: WorkerDeps): TaskList {
     email__send: emailSendTask(deps, htmlForSending(deps)),
     maintenance__prune: pruneTask(deps),
     provider__refresh_quota: refreshQuotaTask(deps),
+    reputation__check: reputationCheckTask(deps),
     retention__apply: retentionApplyTask(deps),
     webhook__deliver: webhookDeliverTask(deps),
     webhook__flush: webhookFlushTask(deps),
@@ -31,7 +33,7 @@ export function buildTaskList(deps: WorkerDeps): TaskList {
 }
 
 export function buildCrontab(_deps: WorkerDeps): CronItem[] {
-  return [DOMAIN_RECHECK_CRON, PRUNE_CRON, QUOTA_REFRESH_CRON, RETENTION_CRON];
+  return [DOMAIN_RECHECK_CRON, PRUNE_CRON, QUOTA_REFRESH_CRON, REPUTATION_CHECK_CRON, RETENTION_CRON];
 }
 
 /** Long-running services the worker process hosts besides jobs (the SMTP sink, queue polling). */

@@ -4,6 +4,8 @@ import type { RelaySettings } from '../../src/relay/address.ts';
 import { BASE } from '../env.ts';
 import { Layout, when } from '../layout.tsx';
 import { ActivityChart, SERIES_COLOURS } from './chart.tsx';
+import { PausedBanner, ReputationPanel } from './reputation.tsx';
+import type { ReputationView } from '../../src/reputation/service.ts';
 
 type Base = { csrf: string; email: string; project: Project };
 
@@ -14,12 +16,14 @@ export function OverviewPage(props: Base & {
   inFlight: { scheduled: number; queued: number; sending: number };
   pacing?: ProviderPacing;
   relay?: RelaySettings;
+  reputation: ReputationView;
 }) {
   const p = `${BASE}/projects/${props.project.id}`;
   const totals = Object.fromEntries(ACTIVITY_SERIES.map((s) => [s.key, props.days.reduce((sum, d) => sum + d[s.key], 0)]));
   const bounceRate = totals.sent ? ((100 * totals.bounced!) / totals.sent).toFixed(1) : '0.0';
   return (
     <Layout title={props.project.name} csrf={props.csrf} email={props.email} project={props.project}>
+      <PausedBanner reputation={props.reputation} resumeAction={`${p}/reputation/resume`} csrf={props.csrf} queued={props.inFlight.queued} />
       <h2>Last {props.days.length} days</h2>
       <div class="stats" id="totals">
         {ACTIVITY_SERIES.map((s) => (
@@ -49,6 +53,9 @@ export function OverviewPage(props: Base & {
         <a class="stat" href={`${p}/emails?status=queued`}><b>{props.inFlight.queued}</b>queued</a>
         <a class="stat" href={`${p}/emails?status=sending`}><b>{props.inFlight.sending}</b>sending</a>
       </div>
+
+      <h2>Reputation</h2>
+      <ReputationPanel reputation={props.reputation} />
 
       <h2>Provider</h2>
       {props.pacing ? (

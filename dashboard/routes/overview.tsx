@@ -4,6 +4,8 @@ import { relaySettings } from '../../src/relay/address.ts';
 import type { DashEnv } from '../env.ts';
 import { OverviewPage } from '../pages/overview.tsx';
 import { base, render } from '../render.tsx';
+import { getReputation, resumeSending } from '../../src/reputation/service.ts';
+import { BASE } from '../env.ts';
 
 export const CHART_DAYS = 14;
 
@@ -12,12 +14,20 @@ export function registerOverviewRoutes(app: Hono<DashEnv>) {
   app.get('/projects/:projectId', async (c) => {
     const { sql } = c.var.deps;
     const projectId = c.var.project.id;
-    const [days, inFlight, pacing] = await Promise.all([
+    const [days, inFlight, pacing, reputation] = await Promise.all([
       dailyActivity(sql, projectId, CHART_DAYS),
       inFlightCounts(sql, projectId),
       providerPacing(sql, projectId),
+      getReputation(sql, projectId),
     ]);
     const relay = relaySettings(c.var.deps.config, new URL(c.req.url).hostname);
-    return render(c, <OverviewPage {...base(c)} days={days} inFlight={inFlight} pacing={pacing} relay={relay} />);
+    return render(c, <OverviewPage {...base(c)} days={days} inFlight={inFlight} pacing={pacing} relay={relay} reputation={reputation} />);
+  });
+
+  // The paused banner's button: the same resume as the API's and the CLI's.
+  app.post('/projects/:projectId/reputation/resume', async (c) => {
+    const projectId = c.var.project.id;
+    await resumeSending(c.var.deps.sql, c.var.deps.log, projectId);
+    return c.redirect(`${BASE}/projects/${projectId}`, 303);
   });
 }

@@ -182,6 +182,11 @@ new Gauge({
   },
 });
 
+/** The pool the database-read gauges read through (the queue's, the reputation's), once set. */
+export function metricsSql(): Sql | undefined {
+  return queueSql;
+}
+
 /** The pool the queue gauge reads through; set once by the process. */
 export function readQueueFrom(sql: Sql) {
   if (queueSql !== sql) queueReading = undefined;

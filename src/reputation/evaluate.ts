@@ -38,15 +38,19 @@ const eventData = (projectId: string, c: Crossing, reason?: string) =>
  */
 export async function evaluateReputation(tx: TxSql, log: Logger, projectId: string): Promise<void> {
   const state = await readState(tx, projectId);
-  if (state.accountId === null || state.pausedAt) return;
+  if (state.accountId === null) return;
   const windows = await readWindows(tx, projectId);
-  const over = crossing(windows, state, 'pause');
+  // The account's windows cross for its other projects too, even while this one is paused.
+  const overAccount = crossing(windows, state, 'pause', ['account']);
+  if (overAccount) await pauseAccountPeers(tx, log, projectId, state.accountId);
+  if (state.pausedAt) return;
+  const over = crossing(windows, state, 'pause', ['project']) ?? overAccount;
   if (over) {
     const reason = `${over.kind}_rate`;
-    const paused = await pauseProjects(tx, [projectId], reason);
-    for (const id of paused) await recordProjectEvent(tx, id, 'project.sending_paused', eventData(id, over, reason));
+    for (const id of await pauseProjects(tx, [projectId], reason)) {
+      await recordProjectEvent(tx, id, 'project.sending_paused', eventData(id, over, reason));
+    }
     log.warn({ projectId, ...over }, 'project paused: reputation over its pause threshold');
-    if (over.scope === 'account') await pauseAccountPeers(tx, log, projectId, state.accountId);
     return;
   }
   const warn = crossing(windows, state, 'warn');

@@ -143,3 +143,22 @@ export async function projectsOnAccount(sql: Sql | TxSql, accountId: string): Pr
     select project_id from provider_connections where ses_account_id = ${accountId} order by project_id`;
   return rows.map((r) => r.projectId);
 }
+
+/**
+ * Folds each past hour's per-connection rows into one (shard 0), so a reading adds up one row per
+ * hour and metric, and drops hours older than any window reads (31 days). An hour is folded once
+ * it is five minutes over, when no transaction that started in it is still adding to it.
+ */
+export async function foldCounters(sql: Sql) {
+  await sql`
+    with gone as (
+      delete from reputation_counts
+      where (shard <> 0 and hour < date_trunc('hour', now() - interval '5 minutes')) or hour < now() - interval '31 days'
+      returning project_id, account_id, hour, metric, n)
+    insert into reputation_counts as c (project_id, account_id, hour, metric, shard, n)
+    select project_id, account_id, hour, metric, 0, sum(n) from gone
+    where hour >= now() - interval '31 days'
+    group by 1, 2, 3, 4
+    order by 1, 2, 3, 4
+    on conflict (project_id, account_id, hour, metric, shard) do update set n = c.n + excluded.n`;
+}

@@ -4,6 +4,7 @@ import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
 import { readJsonBody } from '../http/body.ts';
 import { changeThresholds, getReputation, resumeSending } from './service.ts';
+import './metrics.ts';
 
 const Rate = z.number().openapi({ description: 'A fraction: 0.04 is 4%.' });
 const Pair = z.object({ warn: Rate, pause: Rate });

@@ -39,7 +39,14 @@ export async function startFakeSes() {
   const acceptedRecipients: number[] = [];
   const stats = { throttled: 0, quotaRefused: 0 };
   /** Runs after a message is accepted and before SES answers: a fault injected at that moment. */
-  const hooks: { beforeAnswer?: (req: SendEmailRequest) => Promise<void>; beforeAccount?: () => Promise<void> } = {};
+  const hooks: {
+    beforeAnswer?: (req: SendEmailRequest) => Promise<void>;
+    beforeAccount?: () => Promise<void>;
+    /** Told of each accepted message with the MessageId it answers: for scripting its later events. */
+    accepted?: (req: SendEmailRequest, messageId: string) => void;
+  } = {};
+  /** What GetAccount says of the account's standing (§19.5). */
+  const account: { sendingEnabled: boolean; enforcementStatus: 'HEALTHY' | 'PROBATION' | 'SHUTDOWN' } = { sendingEnabled: true, enforcementStatus: 'HEALTHY' };
   // What GetAccount reports; SendEmail enforces it like SES: more than maxSendRate in any one
   // second is throttled, and past max24HourSend every send is refused.
   const quota = { maxSendRate: 1000, max24HourSend: 1_000_000 };
@@ -55,7 +62,7 @@ export async function startFakeSes() {
       // A slow GetAccount (a busy machine, a slow AWS API): what a throttle's re-read waits for.
       if (hooks.beforeAccount) await hooks.beforeAccount();
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ SendQuota: { MaxSendRate: quota.maxSendRate, Max24HourSend: quota.max24HourSend, SentLast24Hours: accepted.length }, SendingEnabled: true, ProductionAccessEnabled: true }));
+      res.end(JSON.stringify({ SendQuota: { MaxSendRate: quota.maxSendRate, Max24HourSend: quota.max24HourSend, SentLast24Hours: accepted.length }, SendingEnabled: account.sendingEnabled, EnforcementStatus: account.enforcementStatus, ProductionAccessEnabled: true }));
       return;
     }
     if (req.method !== 'POST' || req.url !== '/v2/email/outbound-emails') {
@@ -94,7 +101,9 @@ export async function startFakeSes() {
     if (answer === 'ok') {
       if (hooks.beforeAnswer) await hooks.beforeAnswer(parsed);
       res.writeHead(200, { 'content-type': 'application/json', 'x-amzn-RequestId': `req-${++counter}` });
-      res.end(JSON.stringify({ MessageId: `fake-ses-${Date.now()}-${counter}` }));
+      const messageId = `fake-ses-${Date.now()}-${counter}`;
+      hooks.accepted?.(parsed, messageId);
+      res.end(JSON.stringify({ MessageId: messageId }));
     } else if ('drop' in answer) {
       req.socket.destroy();
     } else {
@@ -111,6 +120,7 @@ export async function startFakeSes() {
     hooks,
     stats,
     quota,
+    account,
     /** The most messages accepted in any one-second window. */
     peakPerSecond() {
       let peak = 0;
