@@ -9,15 +9,16 @@ import { relay } from './relay.ts';
 import { sink } from './sink.ts';
 import { scale } from './scale.ts';
 import { track } from './track.ts';
+import { reputation } from './reputation.ts';
 import { freePort, freshDatabase, killChildren, MissingTool, redisAnswers, ROOT, round, SECRET_KEY, spawnService, waitUntil, type BenchContext, type BenchResult, type Service } from './support.ts';
 
 /**
- * `npm run bench [-- accept accept-sustained drain fanout sink relay track scale]`: each benchmark in its
+ * `npm run bench [-- accept accept-sustained drain fanout sink relay track scale reputation]`: each benchmark in its
  * own fresh database, one after another, one JSON line each on stdout. Progress goes to stderr.
  */
-const BENCHES: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { accept, 'accept-sustained': acceptSustained, drain, fanout, sink, relay, track, scale };
-/** Run only when named: `scale` loads a million emails and takes a quarter of an hour. */
-const ON_REQUEST = new Set(['scale']);
+const BENCHES: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { accept, 'accept-sustained': acceptSustained, drain, fanout, sink, relay, track, scale, reputation };
+/** Run only when named: `scale` and `reputation` load a million emails, `scale` for a quarter of an hour. */
+const ON_REQUEST = new Set(['scale', 'reputation']);
 
 const names = process.argv.slice(2).filter((a) => a !== '--');
 const unknown = names.filter((n) => !(n in BENCHES));

@@ -27,7 +27,7 @@ import { freePort, QUICK, round, sleep, spawnRole, type BenchContext, type Bench
  * "p98_ms":…,"p30_ms":…,"partitions_ratio":…} (partitions_ratio = p98_ms / p30_ms).
  */
 const SMALL = QUICK ? 2_000 : 10_000;
-const LARGE = QUICK ? 20_000 : 1_000_000;
+export const LARGE = QUICK ? 20_000 : 1_000_000;
 /** Seconds between two emails: a million over 120 days. */
 const SPACING_S = (120 * 86_400) / 1_000_000;
 const CHUNK = 100_000;
@@ -39,9 +39,9 @@ const SQL_RUNS = 25;
 const HTML = `<html><body><h1>Your order</h1><p>${'Thank you for your order. '.repeat(12)}</p><p>Questions? Reply to this email.</p></body></html>`;
 const TEXT = `Your order\n\n${'Thank you for your order. '.repeat(12)}\n\nQuestions? Reply to this email.`;
 
-type Setup = { projects: string[]; key: string; sendKey: string; cookie: string; base: Date };
+export type Setup = { projects: string[]; key: string; sendKey: string; cookie: string; base: Date };
 
-async function setUp(sql: Sql): Promise<Setup> {
+export async function setUp(sql: Sql): Promise<Setup> {
   const projects: string[] = [];
   for (let p = 0; p < PROJECTS; p++) projects.push((await createProject(sql, `scale ${p}`)).id);
   const { key } = await createApiKey(sql, projects[0]!, 'scale');
@@ -74,7 +74,7 @@ async function setUp(sql: Sql): Promise<Setup> {
  * Emails number `from` to `to - 1`, newest first: email i was created i spacings before `base`, in
  * project i % 10; within a project (j = i / 10) 1% fail, 1% bounce, 2% carry a rare tag.
  */
-async function load(sql: Sql, s: Setup, from: number, to: number) {
+export async function load(sql: Sql, s: Setup, from: number, to: number) {
   for (let a = from; a < to; a += CHUNK) {
     const b = Math.min(to, a + CHUNK);
     await sql.begin(async (tx) => {
@@ -157,7 +157,7 @@ async function keepNewestPartitions(sql: Sql, kept: number) {
 const median = (xs: number[]) => { const s = [...xs].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]!; };
 const p99 = (xs: number[]) => { const s = [...xs].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))]!; };
 
-async function timeRoute(url: string, headers: Record<string, string>): Promise<number> {
+export async function timeRoute(url: string, headers: Record<string, string>): Promise<number> {
   const times: number[] = [];
   for (let i = 0; i < ROUTE_RUNS + 5; i++) {
     const t0 = performance.now();

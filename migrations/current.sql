@@ -87,34 +87,34 @@ language sql stable as $$
     group by c.hour
   ),
   -- The resume's hour counts only what came after the resume.
-  adjusted as (
+  adjusted as materialized (
     select h.scope, h.hour,
       coalesce(h.sent, 0) - case when h.hour = date_trunc('hour', st.counting_since) then coalesce((st.baseline -> h.scope ->> 'sent')::bigint, 0) else 0 end as sent,
       coalesce(h.bounced, 0) - case when h.hour = date_trunc('hour', st.counting_since) then coalesce((st.baseline -> h.scope ->> 'bounced')::bigint, 0) else 0 end as bounced,
       coalesce(h.complained, 0) - case when h.hour = date_trunc('hour', st.counting_since) then coalesce((st.baseline -> h.scope ->> 'complained')::bigint, 0) else 0 end as complained
     from hourly h cross join st
   ),
-  cumulative as (
-    select a.*, sum(a.sent) over (partition by a.scope order by a.hour desc) as sent_back
-    from adjusted a
+  -- Where the last 10,000 sent recipients begin: the newest hour from which back to now holds them.
+  reach as materialized (
+    select c.scope, max(c.hour) filter (where c.sent_back >= 10000) as hour
+    from (select a.scope, a.hour, sum(a.sent) over (partition by a.scope order by a.hour desc) as sent_back from adjusted a) c
+    group by c.scope
   ),
-  starts as (
+  starts as materialized (
     select s.scope,
       date_trunc('hour', now() - interval '1 hour') as hour_start,
-      greatest(st.floor_hour, least(date_trunc('hour', now() - interval '24 hours'),
-        coalesce((select max(c.hour) from cumulative c where c.scope = s.scope and c.sent_back >= 10000), st.floor_hour))) as rep_start
+      greatest(st.floor_hour, least(date_trunc('hour', now() - interval '24 hours'), coalesce(r.hour, st.floor_hour))) as rep_start
     from (values ('project'), ('account')) s(scope) cross join st
+    left join reach r on r.scope = s.scope
     where s.scope = 'project' or st.account_id is not null
   )
-  select s.scope, w.name,
-    coalesce(sum(a.sent) filter (where a.hour >= w.start), 0)::bigint,
-    coalesce(sum(a.bounced) filter (where a.hour >= w.start), 0)::bigint,
-    coalesce(sum(a.complained) filter (where a.hour >= w.start), 0)::bigint,
-    greatest(w.start, st.counting_since)
+  select s.scope, w.name, t.sent, t.bounced, t.complained, greatest(w.start, st.counting_since)
   from starts s
   cross join st
   cross join lateral (values ('1h', s.hour_start), ('representative', s.rep_start)) w(name, start)
-  left join adjusted a on a.scope = s.scope
-  group by s.scope, w.name, w.start, st.counting_since
+  cross join lateral (
+    select coalesce(sum(a.sent), 0)::bigint as sent, coalesce(sum(a.bounced), 0)::bigint as bounced,
+           coalesce(sum(a.complained), 0)::bigint as complained
+    from adjusted a where a.scope = s.scope and a.hour >= w.start) t
   order by s.scope desc, w.name
 $$;

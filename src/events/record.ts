@@ -137,15 +137,20 @@ export function countEvents(sql: Sql | TxSql, source: PendingQuery<Row[]>, opts:
  */
 function countReputation(sql: Sql | TxSql, rows: { id: string; rep_metric: string | null; rep_n: number | null }[]) {
   const counts = rows.filter((r) => r.rep_metric !== null).map((r) => ({ id: r.id, metric: r.rep_metric, n: r.rep_n }));
+  // Sends, the common case, need no look at the email or the resume: the statement stays as cheap
+  // as the send's own (the emails table is partitioned by day, and a lookup by a column value
+  // costs a plan over every partition).
+  const afterResume = counts.every((c) => c.metric === 'sent') ? sql`` : sql`
+    left join project_reputation pr on pr.project_id = ne.project_id
+    where r.metric = 'sent' or pr.counting_since is null or coalesce(
+      (select e.sent_at from emails e where e.id = ne.email_id and e.project_id = ne.project_id), now()) >= pr.counting_since`;
   return sql`
     insert into reputation_counts as c (project_id, account_id, hour, metric, shard, n)
     select ne.project_id, pc.ses_account_id, date_trunc('hour', now()), r.metric, pg_backend_pid(), sum(r.n)
     from new_events ne
-    join jsonb_to_recordset(${sql.json(counts as never)}) as r(id text, metric text, n int) on r.id = ne.id
+    join jsonb_to_recordset(${sql.json(counts as never)}) as r(id text, metric text, n int) on r.id = ne.id and r.n > 0
     join provider_connections pc on pc.project_id = ne.project_id
-    left join project_reputation pr on pr.project_id = ne.project_id
-    where r.n > 0 and (r.metric = 'sent' or pr.counting_since is null or coalesce(
-      (select e.sent_at from emails e where e.id = ne.email_id and e.project_id = ne.project_id), now()) >= pr.counting_since)
+    ${afterResume}
     group by 1, 2, 3, 4
     order by 1, 2, 3, 4
     on conflict (project_id, account_id, hour, metric, shard) do update set n = c.n + excluded.n`;

@@ -65,14 +65,18 @@ export async function storeThresholds(sql: Sql | TxSql, projectId: string, t: Th
       complaint_warn = excluded.complaint_warn, complaint_pause = excluded.complaint_pause, updated_at = now()`;
 }
 
-/** Pauses the projects not paused yet, in id order (so two pauses never lock in opposite orders); answers those it paused. */
+/**
+ * Pauses the projects not paused yet, in id order (so two pauses never lock in opposite orders);
+ * answers those it paused. paused_at is the moment of the pause, just before its commit, not the
+ * transaction's start: sends that left between the two left before the pause.
+ */
 export async function pauseProjects(tx: TxSql, projectIds: string[], reason: string): Promise<string[]> {
   const ids = [...new Set(projectIds)].sort();
   if (ids.length === 0) return [];
   const rows = await tx<{ projectId: string }[]>`
     insert into project_reputation as r (project_id, paused_at, pause_reason)
-    select id, now(), ${reason} from unnest(${ids}::text[]) as ids(id) order by id
-    on conflict (project_id) do update set paused_at = now(), pause_reason = excluded.pause_reason, updated_at = now()
+    select id, clock_timestamp(), ${reason} from unnest(${ids}::text[]) as ids(id) order by id
+    on conflict (project_id) do update set paused_at = excluded.paused_at, pause_reason = excluded.pause_reason, updated_at = now()
       where r.paused_at is null
     returning project_id`;
   return rows.map((r) => r.projectId);
@@ -125,8 +129,11 @@ export async function resumeProject(tx: TxSql, projectId: string): Promise<numbe
         and (status = 'queued' or (status = 'scheduled' and scheduled_at <= now()))
       returning id, project_id
     )
+    -- graphile-worker takes jobs by run_at alone (ties in no set order): one microsecond apart, in
+    -- id order, the held mail is taken in the order it was accepted.
     select count(*) from graphile_worker.add_jobs(array(
-      select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null, now(), 25, id, null, null)::graphile_worker.job_spec
+      select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null,
+                 now() + (row_number() over (order by id)) * interval '1 microsecond', 25, id, null, null)::graphile_worker.job_spec
       from held order by id))`;
   return released.count > 0 ? Number((released[0] as { count: string }).count) : 0;
 }

@@ -51,7 +51,7 @@ const read = createRoute({
   security: SECURITY,
   responses: {
     200: { description: 'The reputation.', content: { 'application/json': { schema: ReputationResponse } } },
-    ...errorResponses(401, 403, 429),
+    ...errorResponses(401, 403, 422, 429),
   },
 });
 
@@ -82,7 +82,7 @@ const resume = createRoute({
   security: SECURITY,
   responses: {
     200: { description: 'The reputation after the resume.', content: { 'application/json': { schema: ReputationResponse } } },
-    ...errorResponses(401, 403, 429),
+    ...errorResponses(401, 403, 422, 429),
   },
 });
 

@@ -107,3 +107,32 @@ test('a paused project accepts (201 queued) and holds; the resume releases its h
   assert.ok(state!.countingSince instanceof Date, 'the windows start afresh from the resume');
   assert.equal((await ctx.call(C.key, '/v1/reputation/resume', { method: 'POST' })).status, 200, 'resuming a running project changes nothing');
 });
+
+test('the windows: 1h from the previous hour, representative back to the last 10,000 sent recipients or 24 h, never past 30 days; minimums before acting', async () => {
+  const D = await ctx.tenant('D');
+  await connectProvider(ctx.sql, ctx.config, { projectId: D.projectId, region: 'eu-west-1', accessKeyId: 'AKIDWINDOWS', secretAccessKey: 's' });
+  const put = (hoursAgo: number, metric: string, n: number) => ctx.sql`
+    insert into reputation_counts (project_id, account_id, hour, metric, shard, n)
+    select ${D.projectId}, ses_account_id, date_trunc('hour', now() - make_interval(hours => ${hoursAgo})), ${metric}, ${hoursAgo % 3}, ${n}
+    from provider_connections where project_id = ${D.projectId}`;
+  await put(0, 'sent', 150);
+  await put(0, 'bounced', 10); // 6.7%, but 150 sent is under the hour's 200: no action
+  await put(3, 'sent', 350);
+  await put(30, 'sent', 20_000);
+  await put(30, 'bounced', 100);
+  await put(50, 'sent', 5_000);
+  await put(40 * 24, 'sent', 1_000_000); // older than 30 days: never read
+  await put(40 * 24, 'bounced', 500_000);
+  const v = (await (await ctx.call(D.key, '/v1/reputation')).json()) as View;
+  const hour = v.windows.find((w) => w.scope === 'project' && w.window === '1h')!;
+  const rep = v.windows.find((w) => w.scope === 'project' && w.window === 'representative')!;
+  assert.deepEqual([hour.sent, hour.bounced], [150, 10]);
+  assert.equal(Date.parse(hour.since), Math.floor((Date.now() - 3_600_000) / 3_600_000) * 3_600_000, 'since the previous hour began');
+  // The last 24 h hold 500 sent: the window reaches back to the hour that brings the last 10,000.
+  assert.deepEqual([rep.sent, rep.bounced], [20_500, 110]);
+  assert.equal(Date.parse(rep.since), Math.floor((Date.now() - 30 * 3_600_000) / 3_600_000) * 3_600_000);
+  assert.equal(v.state, 'ok', 'the hour is under its minimum of 200 sent, the representative 0.5% under every threshold');
+  assert.equal((await ctx.sql`select paused_at from project_reputation where project_id = ${D.projectId}`).length, 0);
+  const ops = await ctx.sql`select scope, "window", sent from ops.reputation where project_id = ${D.projectId} order by scope desc, "window"`;
+  assert.deepEqual(ops.map((r) => [r.scope, r.window, Number(r.sent)]), [['project', '1h', 150], ['project', 'representative', 20_500], ['account', '1h', 150], ['account', 'representative', 20_500]]);
+});

@@ -63,10 +63,14 @@ test('2,000 emails with 6% hard bounces 30 s late: paused with the rest held, an
   const paused = await waitFor('the project to be paused', async () => (await state())?.pausedAt, 200_000, 100);
   const pausedMs = paused.getTime();
 
-  // The crossing event: the bounce recorded in the pause's own transaction (the same now()).
+  // The crossing event: the bounce recorded in the pause's own transaction, whose sending_paused
+  // event shares its now().
   const [crossing] = await ctx.sql<[{ createdAt: Date; to: string[] }]>`
-    select created_at, data->'to' as to from events where project_id = ${t.projectId} and type = 'email.bounced' order by created_at desc, id desc limit 1`;
-  assert.equal(crossing.createdAt.getTime(), pausedMs, 'the pause commits with the bounce that crossed the threshold');
+    select b.created_at, b.data->'to' as to from events b
+    join events p on p.project_id = b.project_id and p.type = 'project.sending_paused' and p.created_at = b.created_at
+    where b.project_id = ${t.projectId} and b.type = 'email.bounced'`;
+  assert.ok(crossing, 'the pause commits with the bounce that crossed the threshold');
+  assert.ok(pausedMs - crossing.createdAt.getTime() < 1000, 'paused in the transaction that recorded the crossing bounce');
   const crossingQueuedAt = bounceSentAt.get(crossing.to[0]!)!;
   const reputation = (await (await ctx.call(t.key, '/v1/reputation')).json()) as { state: string; reason: string; windows: { scope: string; window: string; sent: number; bounced: number; bounce_rate: number }[] };
   assert.equal(reputation.state, 'paused');

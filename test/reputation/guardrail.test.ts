@@ -179,6 +179,14 @@ test('two projects on one access key: one project\'s bounces pause both through 
   assert.equal(after.state, 'ok');
   assert.equal(win(after, 'account', '1h').sent, 0);
   assert.equal((await view(a.key)).state, 'paused');
+
+  // The counters are derived numbers (§17.3): `stats rebuild` makes them again from the events.
+  const before = [await view(a.key), await view(b.key)].map((v) => v.windows);
+  await ctx.sql`delete from reputation_counts where project_id in ${ctx.sql([a.projectId, b.projectId])}`;
+  assert.notDeepEqual([await view(a.key), await view(b.key)].map((v) => v.windows), before);
+  const rebuilt = await runCli(['stats', 'rebuild'], { DATABASE_URL: ctx.url, SECRET_KEY: TEST_SECRET_KEY, LOG_LEVEL: 'silent' });
+  assert.equal(rebuilt.code, 0, rebuilt.stderr);
+  assert.deepEqual([await view(a.key), await view(b.key)].map((v) => v.windows), before);
 });
 
 test('GetAccount: the standing is shown, a change fires account.enforcement_changed, and sending disabled pauses the account\'s projects', { timeout: 60_000 }, async () => {
