@@ -79,6 +79,7 @@ export const ROUTES: readonly [Method, string, Action][] = [
   ['GET', '/projects/:projectId/keys', 'read'],
   ['POST', '/projects/:projectId/keys', 'keys.manage'],
   ['POST', '/projects/:projectId/keys/:keyId/revoke', 'keys.manage'],
+  ['POST', '/projects/:projectId/reputation/resume', 'projects.resume'],
 ];
 
 const router = new TrieRouter<Action>();

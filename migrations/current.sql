@@ -47,7 +47,7 @@ alter table ses_accounts add column if not exists account_checked_at timestamptz
 -- (and retention removes them with the day); the payload shows it as null.
 alter table events drop constraint if exists events_type_check;
 alter table events add constraint events_type_check check (type = any (array['email.sent', 'email.delivered',
-  'email.delivery_delayed', 'email.bounced', 'email.complained', 'email.failed', 'email.opened', 'email.clicked',
+  'email.delivery_delayed', 'email.bounced', 'email.complained', 'email.failed', 'email.opened', 'email.clicked', 'email.received',
   'project.reputation_warning', 'project.sending_paused', 'project.sending_resumed', 'account.enforcement_changed']));
 
 /*

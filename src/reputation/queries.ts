@@ -1,4 +1,5 @@
 import type { Sql, TxSql } from '../platform/db.ts';
+import { recordAudit } from '../audit/record.ts';
 
 export type Scope = 'project' | 'account';
 export type WindowName = '1h' | 'representative';
@@ -79,6 +80,10 @@ export async function pauseProjects(tx: TxSql, projectIds: string[], reason: str
     on conflict (project_id) do update set paused_at = excluded.paused_at, pause_reason = excluded.pause_reason, updated_at = now()
       where r.paused_at is null
     returning project_id`;
+  // The worker pauses (its actor is the system's); the entry commits with the pause.
+  for (const { projectId } of rows) {
+    await recordAudit(tx, { action: 'reputation.paused', projectId, target: { type: 'reputation', id: projectId }, changes: { paused: true, reason } });
+  }
   return rows.map((r) => r.projectId);
 }
 

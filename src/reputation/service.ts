@@ -1,6 +1,7 @@
 import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import { recordProjectEvent } from '../events/record.ts';
+import { recordAudit } from '../audit/record.ts';
 import { crossing, rateOf } from './evaluate.ts';
 import { readState, readWindows, resumeProject, SES_REVIEW, storeThresholds, type ReputationState, type ReputationWindow, type Thresholds } from './queries.ts';
 
@@ -81,6 +82,10 @@ export async function changeThresholds(sql: Sql, projectId: string, patch: Thres
     const next = applyThresholds(await readState(tx, projectId), patch);
     if ('loc' in next) return next;
     await storeThresholds(tx, projectId, next);
+    await recordAudit(tx, {
+      action: 'reputation.settings_changed', projectId, target: { type: 'reputation', id: projectId },
+      changes: { bounce_threshold: [next.bounceWarn, next.bouncePause], complaint_threshold: [next.complaintWarn, next.complaintPause] },
+    });
     return toView(await readState(tx, projectId), await readWindows(tx, projectId));
   });
 }
@@ -94,6 +99,7 @@ export async function resumeSending(sql: Sql, log: Logger, projectId: string): P
   const released = await sql.begin(async (tx) => {
     const n = await resumeProject(tx, projectId);
     if (n !== undefined) {
+      await recordAudit(tx, { action: 'reputation.resumed', projectId, target: { type: 'reputation', id: projectId }, changes: { paused: false } });
       await recordProjectEvent(tx, projectId, 'project.sending_resumed', {
         project_id: projectId, scope: null, window: null, kind: null, rate: null, threshold: null, sent: null, events: null, released: n,
       });

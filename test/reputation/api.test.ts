@@ -66,6 +66,9 @@ test('PATCH /v1/reputation changes any subset and refuses levels above SES\'s, w
   assert.equal((await ctx.call(A.key, '/v1/reputation', { method: 'PATCH', body: '{"bounce_rate":' })).status, 422);
   const after = (await (await ctx.call(A.key, '/v1/reputation')).json()) as View;
   assert.deepEqual(after.thresholds, { bounce_rate: { warn: 0.01, pause: 0.05 }, complaint_rate: { warn: 0.0001, pause: 0.001 } }, 'a refused patch changes nothing');
+  const audit = await ctx.sql`select actor_type, action, changes from audit_log where project_id = ${A.projectId} and action like 'reputation.%' order by id`;
+  assert.deepEqual(audit.map((r) => [r.actorType, r.action]), [['api_key', 'reputation.settings_changed'], ['api_key', 'reputation.settings_changed']], 'each change is in the audit log, a refused one is not');
+  assert.deepEqual(audit[1]!.changes, { bounce_threshold: [0.01, 0.05], complaint_threshold: [0.0001, 0.001] });
   const other = (await (await ctx.call(B.key, '/v1/reputation')).json()) as View;
   assert.deepEqual(other.thresholds.bounce_rate, { warn: 0.02, pause: 0.04 }, 'another project keeps its own');
 });

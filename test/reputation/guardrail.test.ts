@@ -144,6 +144,11 @@ test('a crossing pauses at once, warns first, tells endpoints that filter for it
   assert.deepEqual(JSON.parse(cli.stdout), { project: t.projectId, resumed: true, released: 1 });
   await waitFor('the held email sent', async () => ((await (await ctx.call(t.key, `/v1/emails/${id}`)).json()) as { status: string }).status === 'sent');
   await waitFor('the resumed webhook', () => requests().some((r) => JSON.parse(r.body.toString()).type === 'project.sending_resumed'));
+  const audit = await ctx.sql`select actor_type, action, changes from audit_log where project_id = ${t.projectId} and action like 'reputation.%' order by id`;
+  assert.deepEqual(audit.map((r) => [r.actorType, r.action, r.changes]), [
+    ['system', 'reputation.paused', { paused: true, reason: 'bounce_rate' }],
+    ['cli', 'reputation.resumed', { paused: false }],
+  ]);
 
   // Both windows start afresh: bounces of mail sent before the resume never pause it again.
   for (const m of sent.slice(10, 40)) await ingest(t.projectId, sesEvents.bounce(m.providerMessageId, 'Permanent', m.to));
