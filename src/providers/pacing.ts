@@ -71,8 +71,9 @@ export function followThrottles(sql: Sql) {
 }
 
 /**
- * Whether the account was throttled in this process after the slot was taken: the slot was
- * spaced for a rate SES no longer allows, so the send takes a new one rather than be throttled too.
+ * Whether the account was throttled after the slot was taken, in this process or in another that
+ * announced it: the slot was spaced for a rate SES no longer allows, so the send takes a new one
+ * rather than be throttled too.
  */
 export function throttledSince(slot: TakenSlot): boolean {
   return (throttledAt.get(slot.accountId) ?? -Infinity) > slot.takenAt;
