@@ -66,6 +66,7 @@ export const ROUTES: readonly [Method, string, Action][] = [
   ['POST', '/projects/:projectId/webhooks', 'webhooks.manage'],
   ['GET', '/projects/:projectId/webhooks/:endpointId', 'read'],
   ['POST', '/projects/:projectId/webhooks/:endpointId/secret', 'webhooks.reveal_secret'],
+  ['POST', '/projects/:projectId/webhooks/:endpointId/rotate-secret', 'webhooks.manage'],
   ['POST', '/projects/:projectId/webhooks/:endpointId/url', 'webhooks.manage'],
   ['POST', '/projects/:projectId/webhooks/:endpointId/event-types', 'webhooks.manage'],
   ['POST', '/projects/:projectId/webhooks/:endpointId/enable', 'webhooks.manage'],

@@ -9,7 +9,7 @@ import { disconnectProvider } from './providers/connections.ts';
 import { connectSesAccount } from './providers/quota.ts';
 import { addDomain, checkDomain, updateDomainTracking } from './domains/service.ts';
 import { toDomainResponse } from './domains/schemas.ts';
-import { createEndpoint, parseEventTypes, updateEndpoint } from './webhooks/service.ts';
+import { createEndpoint, parseEventTypes, rotateEndpointSecret, updateEndpoint } from './webhooks/service.ts';
 import { toEndpointResponse } from './webhooks/schemas.ts';
 import { reencodeLegacySecrets } from './webhooks/secret.ts';
 import { applyRetention } from './retention/apply.ts';
@@ -146,6 +146,15 @@ export const COMMANDS: Record<string, Command> = {
       const enabled = v.enable ? true : v.disable ? false : undefined;
       const eventTypes = typeof v.events === 'string' ? parseEventTypes(v.events) : undefined;
       return toEndpointResponse(await updateEndpoint(ctx.sql(), ctx.config, undefined, args[0], { url: v.url as string | undefined, enabled, eventTypes }));
+    },
+  },
+  'webhook rotate-secret': {
+    usage: 'webhook rotate-secret WH_ID',
+    async run(ctx, _v, args) {
+      if (!args[0]) throw new ServiceError('invalid_input', `WH_ID is required: ${this.usage}`);
+      const { endpoint, secret } = await rotateEndpointSecret(ctx.sql(), ctx.config, undefined, args[0]);
+      // The new secret is printed this once, as at creation.
+      return { ...toEndpointResponse(endpoint), secret };
     },
   },
   'provider connect': {

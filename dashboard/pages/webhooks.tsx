@@ -57,7 +57,7 @@ export function WebhooksPage(props: Base & { endpoints: EndpointRow[]; error?: s
   );
 }
 
-export function WebhookPage(props: Base & { endpoint: EndpointRow; error?: string; url?: string; secret?: string }) {
+export function WebhookPage(props: Base & { endpoint: EndpointRow; error?: string; url?: string; secret?: string; rotated?: boolean }) {
   const e = props.endpoint;
   const p = `${BASE}/projects/${props.project.id}/webhooks/${e.id}`;
   return (
@@ -76,12 +76,14 @@ export function WebhookPage(props: Base & { endpoint: EndpointRow; error?: strin
       <h2>Signing secret</h2>
       {props.secret ? (
         <>
+          {props.rotated && <p class="note" role="status">A new signing secret is in force: every delivery from now on, queued ones included, is signed with it, and the old one no longer verifies.</p>}
           <p><code class="secret" id="signing-secret">{props.secret}</code></p>
           <p class="muted">Verify each delivery with any Standard Webhooks library (webhook-id, webhook-timestamp, webhook-signature), or its X-Webhook-Signature with HMAC-SHA256 keyed by this whole string.</p>
         </>
       ) : (
         <Form action={`${p}/secret`} csrf={props.csrf}><button type="submit">Reveal signing secret</button></Form>
       )}
+      <Form action={`${p}/rotate-secret`} csrf={props.csrf}><button type="submit">Rotate signing secret</button></Form>
       <h2>Edit URL</h2>
       <p class="muted">The signing secret stays the same; queued deliveries go to the new URL.</p>
       <ErrorNote message={props.error} />

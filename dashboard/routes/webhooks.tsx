@@ -1,7 +1,7 @@
 import type { Context, Hono } from 'hono';
 import { ServiceError } from '../../src/platform/errors.ts';
 import { getEndpoint, listDeliveries, listEndpoints } from '../../src/webhooks/queries.ts';
-import { createEndpoint, getEndpointSecret, parseEventTypes, redeliver, updateEndpoint } from '../../src/webhooks/service.ts';
+import { createEndpoint, getEndpointSecret, parseEventTypes, redeliver, rotateEndpointSecret, updateEndpoint } from '../../src/webhooks/service.ts';
 import { isWellFormedId } from '../../src/platform/ids.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { DeliveriesPage, WebhookPage, WebhooksPage } from '../pages/webhooks.tsx';
@@ -58,6 +58,14 @@ export function registerWebhookRoutes(app: Hono<DashEnv>) {
     if (!endpoint) return notFound(c);
     const secret = await getEndpointSecret(c.var.deps.sql, c.var.deps.config, c.var.project.id, endpoint.id);
     return render(c, <WebhookPage {...base(c)} endpoint={endpoint} secret={secret} />);
+  });
+
+  // The new secret is shown on the page that answers, like a revealed one.
+  app.post('/projects/:projectId/webhooks/:endpointId/rotate-secret', async (c) => {
+    const endpoint = await endpointOf(c);
+    if (!endpoint) return notFound(c);
+    const rotated = await rotateEndpointSecret(c.var.deps.sql, c.var.deps.config, c.var.project.id, endpoint.id);
+    return render(c, <WebhookPage {...base(c)} endpoint={rotated.endpoint} secret={rotated.secret} rotated />);
   });
 
   app.post('/projects/:projectId/webhooks/:endpointId/url', async (c) => {

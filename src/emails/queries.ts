@@ -79,13 +79,19 @@ export async function listEmails(
       ${window.low === null ? sql`` : sql`and ${column} >= ${sql.unsafe(`'${window.low}'`)}`}
       ${window.high === null ? sql`` : sql`and ${column} < ${sql.unsafe(`'${window.high}'`)}`}`;
     rows.push(...(opts.to
+      // Each entry's email is a lateral lookup by id (the limit keeps it one), so PostgreSQL walks
+      // the address's entries newest first and reads only the page's emails; as a join it merged
+      // the entries with the project's whole email history in id order (134 ms at 1 million).
       ? await sql<EmailRow[]>`
-        select ${EMAIL_COLUMNS(sql)}
+        select e.*
         from email_recipients r
-        join emails on emails.id = r.email_id and emails.project_id = r.project_id
+        cross join lateral (
+          select ${EMAIL_COLUMNS(sql)} from emails
+          where emails.id = r.email_id and emails.project_id = r.project_id ${range(sql`emails.id`)}
+            ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+          limit 1) e
         where r.project_id = ${projectId} and r.address = ${opts.to}
-          ${range(sql`r.email_id`)} ${range(sql`emails.id`)}
-          ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+          ${range(sql`r.email_id`)}
           ${opts.tag ? sql`and exists (select 1 from email_tags t where t.project_id = r.project_id and t.name = ${opts.tag.name}
             and t.value = ${opts.tag.value} and t.email_id = r.email_id ${range(sql`t.email_id`)})` : sql``}
           ${opts.startingAfter ? sql`and r.email_id < ${opts.startingAfter}` : sql``}

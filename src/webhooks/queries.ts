@@ -90,6 +90,15 @@ export async function findEndpointProject(sql: Sql, endpointId: string) {
   return row?.projectId;
 }
 
+/** Puts a new sealed signing secret in place; undefined when the endpoint is not the project's. */
+export async function replaceSecret(sql: Sql | TxSql, projectId: string, endpointId: string, secretSealed: Buffer) {
+  const [row] = await sql<[EndpointRow?]>`
+    update webhook_endpoints set secret_encrypted = ${secretSealed}, updated_at = now()
+    where id = ${endpointId} and project_id = ${projectId}
+    returning ${ENDPOINT_COLUMNS(sql)}`;
+  return row;
+}
+
 export async function getSealedSecret(sql: Sql, projectId: string, endpointId: string) {
   const [row] = await sql<[{ secretEncrypted: Buffer }?]>`
     select secret_encrypted from webhook_endpoints where id = ${endpointId} and project_id = ${projectId}`;

@@ -83,6 +83,24 @@ export async function updateEndpoint(
   return row;
 }
 
+/**
+ * Replaces the signing secret. Every attempt reads the secret when it signs, so the new one signs
+ * everything from now on, queued deliveries and retries included, and the old one nothing. The
+ * secret is returned this once. Without `projectId` (the operator CLI) the endpoint's own project
+ * is used.
+ */
+export async function rotateEndpointSecret(sql: Sql, config: Config, projectId: string | undefined, endpointId: string) {
+  const owner = await ownerOf(sql, endpointId, projectId);
+  const secret = generateSigningSecret();
+  const endpoint = await sql.begin(async (tx) => {
+    const row = await q.replaceSecret(tx, owner, endpointId, sealSecret(config, secret));
+    if (row) await recordAudit(tx, { action: 'webhook.secret_rotated', projectId: owner, target: { type: 'webhook', id: endpointId } });
+    return row;
+  });
+  if (!endpoint) throw new ServiceError('not_found', `webhook endpoint ${endpointId} not found`);
+  return { endpoint, secret };
+}
+
 /** The signing secret, for the dashboard's reveal. */
 export async function getEndpointSecret(sql: Sql, config: Config, projectId: string, endpointId: string): Promise<string> {
   const sealed = await q.getSealedSecret(sql, projectId, endpointId);

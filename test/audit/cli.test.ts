@@ -24,6 +24,9 @@ test('CLI: every change is recorded once as the CLI; audit list prints one entry
   const wh = (await cli('webhook', 'create', '--project', p.id, '--url', 'https://127.0.0.1:9/h')).json();
   assert.match(wh.secret, /^whsec_/);
   await cli('webhook', 'update', wh.id, '--disable');
+  const rotated = (await cli('webhook', 'rotate-secret', wh.id)).json();
+  assert.match(rotated.secret, /^whsec_/);
+  assert.notEqual(rotated.secret, wh.secret);
   await cli('provider', 'connect', '--project', p.id, '--region', 'eu-west-1', '--access-key-id', 'AKIAEXAMPLE', '--secret-access-key', 'very-secret-value');
   await ctx.sql`insert into domains (id, project_id, value, region, verification_status) values ('dom_01JD3Z8K6Q5W0R1S2T3V4X5Y7A', ${p.id}, 'cli.example.com', 'eu-west-1', 'success')`;
   await cli('domain', 'update', 'dom_01JD3Z8K6Q5W0R1S2T3V4X5Y7A', '--tracking-domain', 't.cli.example.com');
@@ -37,7 +40,7 @@ test('CLI: every change is recorded once as the CLI; audit list prints one entry
   const lines = out.stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
   assert.deepEqual(lines.map((e) => e.action).reverse(), [
     'project.created', 'api_key.created', 'api_key.revoked', 'webhook.created', 'webhook.updated',
-    'provider.connected', 'domain.updated', 'template.created', 'template.published', 'provider.disconnected',
+    'webhook.secret_rotated', 'provider.connected', 'domain.updated', 'template.created', 'template.published', 'provider.disconnected',
   ]);
   for (const e of lines) {
     assert.equal(e.actor.type, 'cli');
@@ -51,7 +54,7 @@ test('CLI: every change is recorded once as the CLI; audit list prints one entry
   assert.deepEqual(limited.stdout.trimEnd().split('\n').map((l) => JSON.parse(l).id), lines.slice(0, 2).map((e) => e.id));
 
   const dump = (await ctx.sql<[{ d: string }]>`select string_agg(audit_log::text, E'\n') as d from audit_log`)[0].d;
-  for (const secret of [k.key, wh.secret, 'very-secret-value', 'AKIAEXAMPLE', 'sk_', 'whsec_']) assert.ok(!dump.includes(secret), secret);
+  for (const secret of [k.key, wh.secret, rotated.secret, 'very-secret-value', 'AKIAEXAMPLE', 'sk_', 'whsec_']) assert.ok(!dump.includes(secret), secret);
 
   const bad = await runCli(['audit', 'list', '--limit', 'x'], env);
   assert.equal(bad.code, 1);

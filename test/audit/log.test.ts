@@ -139,6 +139,9 @@ test('dashboard: every change is recorded once as the signed-in person, with the
   assert.equal((await b.post(`${P}/webhooks/${wh.id}/url`, { url: 'https://127.0.0.1:9/other' })).res.status, 303);
   assert.equal((await b.post(`${P}/webhooks/${wh.id}/disable`)).res.status, 303);
   assert.equal((await b.post(`${P}/webhooks/${wh.id}/secret`)).res.status, 200, 'revealing the secret changes nothing');
+  const rotated = await b.post(`${P}/webhooks/${wh.id}/rotate-secret`);
+  assert.equal(rotated.res.status, 200);
+  const newSecret = /id="signing-secret">(whsec_[^<]+)</.exec(rotated.text)![1]!;
   assert.equal((await b.post(`${P}/domains`, { domain: 'dash.example.com' })).res.status, 303);
   const [dom] = await ctx.sql<[{ id: string }]>`select id from domains where project_id = ${projectId}`;
   assert.equal((await b.post(`${P}/domains/${dom.id}/tracking`, { tracking_domain: 't.dash.example.com', click_tracking: 'on' })).res.status, 303);
@@ -154,7 +157,7 @@ test('dashboard: every change is recorded once as the signed-in person, with the
   const list = await entries(projectId);
   assertActions(list, [
     'project.created', 'api_key.created', 'api_key.revoked', 'webhook.created', 'webhook.updated', 'webhook.updated',
-    'domain.created', 'domain.updated', 'suppression.added', 'suppression.removed', 'template.created', 'template.published',
+    'webhook.secret_rotated', 'domain.created', 'domain.updated', 'suppression.added', 'suppression.removed', 'template.created', 'template.published',
   ], { type: 'member', id: owner.id });
   for (const e of list) {
     assert.equal(e.actor.label, OWNER.email);
@@ -163,7 +166,9 @@ test('dashboard: every change is recorded once as the signed-in person, with the
   assert.deepEqual(list[1]!.changes, { name: 'dash key', permission: 'full' });
   assert.deepEqual(list[3]!.changes, { url: 'https://127.0.0.1:9/…', enabled: true, event_types: null });
   assert.deepEqual(list[5]!.changes, { enabled: false });
-  assert.deepEqual(list[6]!.changes, { name: 'dash.example.com', region: 'us-east-1', mail_from_domain: null });
+  assert.deepEqual(list[6]!.changes, null);
+  assert.deepEqual(list[7]!.changes, { name: 'dash.example.com', region: 'us-east-1', mail_from_domain: null });
+  assert.ok(!(await scanForSecrets()).includes(newSecret.slice(6)));
 });
 
 test('no entry ever holds a key, a signing secret or a password', async () => {

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
-import { createEndpoint, getEndpointSecret, updateEndpoint } from '../../src/webhooks/service.ts';
+import { createEndpoint, getEndpointSecret, rotateEndpointSecret, updateEndpoint } from '../../src/webhooks/service.ts';
 import { fakeDns } from './helpers.ts';
 
 const ctx = await createTestContext();
@@ -53,4 +53,20 @@ test('another project cannot edit or read an endpoint', async () => {
   await assert.rejects(updateEndpoint(ctx.sql, ctx.config, undefined, 'wh_nope', { enabled: false }), /not found/);
   const [row] = await ctx.sql`select status from webhook_endpoints where id = ${endpoint.id}`;
   assert.equal(row!.status, 'active');
+});
+
+test('rotating the secret puts a new sealed whsec_ secret in place, in the endpoint\'s project only', async () => {
+  const { projectId } = await ctx.tenant();
+  const other = await ctx.tenant();
+  const { endpoint, secret } = await createEndpoint(ctx.sql, ctx.config, projectId, 'https://a.hooks.test/hook', opts);
+  const rotated = await rotateEndpointSecret(ctx.sql, ctx.config, projectId, endpoint.id);
+  assert.match(rotated.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+  assert.notEqual(rotated.secret, secret);
+  assert.equal(rotated.endpoint.id, endpoint.id);
+  assert.equal(await getEndpointSecret(ctx.sql, ctx.config, projectId, endpoint.id), rotated.secret);
+  const again = await rotateEndpointSecret(ctx.sql, ctx.config, undefined, endpoint.id);
+  assert.equal(await getEndpointSecret(ctx.sql, ctx.config, projectId, endpoint.id), again.secret, 'the CLI form finds the project itself');
+  await assert.rejects(rotateEndpointSecret(ctx.sql, ctx.config, other.projectId, endpoint.id), /not found/);
+  await assert.rejects(rotateEndpointSecret(ctx.sql, ctx.config, undefined, 'wh_01JD3Z8K6Q5W0R1S2T3V4X5Y6Z'), /not found/);
+  assert.equal(await getEndpointSecret(ctx.sql, ctx.config, projectId, endpoint.id), again.secret);
 });
