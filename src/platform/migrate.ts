@@ -7,7 +7,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { migrate as runCommittedMigrations, Logger as MigrateLogger } from 'graphile-migrate';
 import { runMigrations as installWorkerSchema, Logger as WorkerLogger } from 'graphile-worker';
 import postgres from 'postgres';
-import { movePartitionsInSteps, partitionMoveNeeded, PARTITIONS_MIGRATION } from './partition-upgrade.ts';
+import {
+  movePartitionsInSteps, moveRecipientsInSteps, partitionMoveNeeded, PARTITIONS_MIGRATION, RECIPIENTS_MIGRATION, recipientsMoveNeeded,
+} from './partition-upgrade.ts';
 
 /**
  * The project root: the nearest folder above this module with a `migrations` folder. The same
@@ -47,13 +49,14 @@ export async function migrateDatabase(databaseUrl: string, opts: { views?: boole
           migratePoolUsedAt = performance.now();
         }
       };
-      if (await partitionsMoveAhead(lock)) {
-        // Up to just before 000022, then its move a day at a time (src/platform/partition-upgrade.ts),
-        // then 000022 onwards, which finds the move done.
-        await withMigrationsBefore(PARTITIONS_MIGRATION, committed);
+      // Each move that one committed migration would make in a single transaction over every day
+      // of history: the migrations before it, then the move a day at a time, which it finds done.
+      for (const move of STEPPED_MOVES) {
+        if (!(await moveAhead(lock, move))) continue;
+        await withMigrationsBefore(move.before, committed);
         const steps = postgres(databaseUrl, { max: 1, onnotice: () => {}, transform: { column: { from: postgres.toCamel } } });
         try {
-          await movePartitionsInSteps(steps);
+          await move.run(steps);
         } finally {
           await steps.end();
         }
@@ -79,16 +82,25 @@ export async function applyViews(sql: postgres.Sql | postgres.TransactionSql) {
   }
 }
 
-/**
- * True when committed migrations stop before the time partitions' and `emails` holds rows in a
- * plain table (or a previous run left the move half done): the move is then done in steps.
- */
-async function partitionsMoveAhead(sql: postgres.TransactionSql): Promise<boolean> {
+type SteppedMove = {
+  before: string;
+  needed: (sql: postgres.TransactionSql) => Promise<boolean>;
+  run: (sql: postgres.Sql) => Promise<number>;
+};
+
+/** The moves done in steps (src/platform/partition-upgrade.ts), in migration order. */
+const STEPPED_MOVES: SteppedMove[] = [
+  { before: PARTITIONS_MIGRATION, needed: partitionMoveNeeded, run: movePartitionsInSteps },
+  { before: RECIPIENTS_MIGRATION, needed: recipientsMoveNeeded, run: moveRecipientsInSteps },
+];
+
+/** True when committed migrations stop before `move`'s and the database needs it done. */
+async function moveAhead(sql: postgres.TransactionSql, move: SteppedMove): Promise<boolean> {
   const [exists] = await sql`select to_regclass('graphile_migrate.migrations') is not null as present`;
   if (!exists?.present) return false;
   const [last] = await sql<{ filename: string }[]>`select filename from graphile_migrate.migrations order by filename desc limit 1`;
-  if (!last || last.filename >= PARTITIONS_MIGRATION) return false;
-  return partitionMoveNeeded(sql);
+  if (!last || last.filename >= move.before) return false;
+  return move.needed(sql);
 }
 
 /** Runs `apply` over a folder holding only the committed migrations before `filename`. */

@@ -17,6 +17,7 @@ import postgres from 'postgres';
  *
  * Re-runnable: a step interrupted rolls back alone; the next run finds the attached days done and
  * goes on from there. The service must be stopped meanwhile (docs/operations.md), as for 000022.
+ * 000028 (email_recipients, a partition for each of emails') is done the same way, below.
  */
 
 /** The migration whose move this prepares, as graphile-migrate records it. */
@@ -225,6 +226,72 @@ async function dropOldTables(sql: Sql, end: string) {
     // cascade: the ops views over them go too, and are made again after migrating.
     await tx`drop table webhook_deliveries_unpartitioned, events_unpartitioned, email_tags_unpartitioned, emails_unpartitioned cascade`;
   });
+}
+
+/** The migration that adds email_recipients, made and filled in one transaction like 000022's move. */
+export const RECIPIENTS_MIGRATION = '000028.sql';
+
+/**
+ * 000028 makes email_recipients with a partition for each of emails' and fills it in one
+ * transaction: about seven locks a day of history, which at 400 days holds most of the server's
+ * lock table. When `emails` is partitioned and email_recipients is not there yet, it is made here
+ * a day per transaction instead, and 000028 then finds it made.
+ */
+export async function recipientsMoveNeeded(sql: Sql | postgres.TransactionSql): Promise<boolean> {
+  const [row] = await sql<{ ready: boolean }[]>`
+    select (select relkind::text from pg_class where oid = to_regclass('emails')) = 'p'
+       and (to_regclass('email_recipients') is null
+            or exists (select 1 from pg_class where relname = 'email_recipients' and relkind = 'p'
+                       and obj_description(oid, 'pg_class') = 'being filled')) as ready`;
+  return row!.ready;
+}
+
+/** Makes and fills email_recipients as 000028 does, a day per transaction. Returns the days filled. */
+export async function moveRecipientsInSteps(sql: Sql): Promise<number> {
+  if (!(await recipientsMoveNeeded(sql))) return 0;
+  await sql.begin(async (tx) => {
+    if ((await tx`select to_regclass('email_recipients') is not null as made`)[0]!.made) return;
+    // As 000028 defines it (it replaces it with the same).
+    await tx.unsafe(`create or replace function mailroom_bare_address(recipient text) returns text
+      language sql immutable parallel safe as $$
+        select lower(btrim(coalesce(substring(recipient from '<([^<>]*)>\\s*$'), recipient)))
+      $$`);
+    await tx`create table email_recipients (
+      project_id text not null,
+      address text not null,
+      email_id text not null
+    ) partition by range (email_id)`;
+    await tx`alter table email_recipients add primary key (project_id, address, email_id)`;
+    // Marks the table unfinished, so a run interrupted goes on (000028 skips a table that exists).
+    await tx`comment on table email_recipients is 'being filled'`;
+  });
+  const parts = await sql<{ suffix: string; bound: string }[]>`
+    select substr(c.relname, length('emails') + 1) as suffix, pg_get_expr(c.relpartbound, c.oid) as bound
+    from pg_inherits i join pg_class c on c.oid = i.inhrelid
+    where i.inhparent = 'emails'::regclass and not i.inhdetachpending order by c.relname`;
+  let filled = 0;
+  for (const { suffix, bound } of parts) {
+    const part = `email_recipients${suffix}`;
+    const done = await sql.begin(async (tx) => {
+      const [attached] = await tx`select exists (select 1 from pg_inherits where inhrelid = to_regclass(${part})) as yes`;
+      if (attached!.yes) return false;
+      // Built apart and attached with its index, as a day of 000022's move is (the attach scans
+      // the day's rows to check its bounds; they are few).
+      await tx.unsafe(`
+        drop table if exists ${part};
+        create table ${part} (like email_recipients including all excluding indexes);
+        insert into ${part} (project_id, address, email_id)
+          select distinct e.project_id, mailroom_bare_address(a), e.id
+          from emails${suffix} e cross join lateral unnest(e.to_addresses || e.cc_addresses || e.bcc_addresses) a;
+        alter table ${part} add primary key (project_id, address, email_id);
+        alter table email_recipients attach partition ${part} ${bound}`);
+      return true;
+    });
+    if (done) filled++;
+  }
+  await sql`comment on table email_recipients is null`;
+  await sql.unsafe('analyze email_recipients');
+  return filled;
 }
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
