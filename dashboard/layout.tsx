@@ -20,6 +20,7 @@ input[type=text],input[type=email],input[type=password],input[type=url],input[ty
 textarea{font:13px/1.4 ui-monospace,monospace;width:100%;max-width:60rem}
 button{padding:.3rem .7rem;cursor:pointer}
 form.inline{display:inline}
+fieldset.read-only{border:0;padding:0;margin:0}
 .error{background:#fde8e8;border:1px solid #e0a0a0;padding:.5rem .7rem}
 .note{background:#fff7dc;border:1px solid #e6cf7a;padding:.5rem .7rem}
 .muted{color:#6b7383}
@@ -45,9 +46,12 @@ const FAVICON = `data:image/svg+xml,${encodeURIComponent("<svg xmlns='http://www
  * A POST form with the CSRF token already in it. It is left out of the page when the signed-in
  * member's role may not post to its action (the same table the server checks).
  */
-export function Form(props: { action: string; csrf: string; class?: string; children?: Child }) {
+export function Form(props: { action: string; csrf: string; class?: string; readOnly?: boolean; children?: Child }) {
   const role = useContext(Access);
-  if (role && !allowsRequest(role, 'POST', props.action)) return null;
+  if (role && !allowsRequest(role, 'POST', props.action)) {
+    // A form that also shows settings (a draft, ticked event types) stays readable, disabled and unsendable.
+    return props.readOnly ? <fieldset disabled class="read-only">{props.children}</fieldset> : null;
+  }
   return (
     <form method="post" action={props.action} class={props.class}>
       <input type="hidden" name={CSRF_FIELD} value={props.csrf} />

@@ -2,7 +2,7 @@ import { dnsRecordsFor } from '../../src/domains/dns-records.ts';
 import type { DomainRow } from '../../src/domains/schemas.ts';
 import type { Project } from '../../src/projects/service.ts';
 import { BASE } from '../env.ts';
-import { ErrorNote, Form, Layout, when } from '../layout.tsx';
+import { ErrorNote, Form, IfAllowed, Layout, when } from '../layout.tsx';
 
 export function DomainsPage(props: { csrf: string; email: string; project: Project; domains: DomainRow[]; error?: string; trackingError?: { domainId: string; message: string } }) {
   const p = `${BASE}/projects/${props.project.id}/domains`;
@@ -28,7 +28,7 @@ export function DomainsPage(props: { csrf: string; email: string; project: Proje
           <h3>Tracking</h3>
           <p class="muted">Opens (a 1×1 image) and clicks (links through Mailroom) of mail from this domain; off by default. See docs/tracking.md.</p>
           {props.trackingError?.domainId === d.id && <ErrorNote message={props.trackingError.message} />}
-          <Form action={`${p}/${d.id}/tracking`} csrf={props.csrf} class="tracking">
+          <Form action={`${p}/${d.id}/tracking`} csrf={props.csrf} class="tracking" readOnly>
             <label><input type="checkbox" name="open_tracking" value="on" checked={d.openTracking} /> Open tracking</label>{' '}
             <label><input type="checkbox" name="click_tracking" value="on" checked={d.clickTracking} /> Click tracking</label>{' '}
             <label>Tracking domain <input type="text" name="tracking_domain" value={d.trackingDomain ?? ''} maxlength={253} placeholder={`track.${d.value}`} /></label>{' '}
@@ -36,12 +36,14 @@ export function DomainsPage(props: { csrf: string; email: string; project: Proje
           </Form>
         </section>
       ))}
+      <IfAllowed action={p}>
       <h2>Add a domain</h2>
       <p class="muted">Domains are verified with SES, so the project needs a provider connection (CLI `provider connect`).</p>
       <ErrorNote message={props.error} />
       <Form action={p} csrf={props.csrf}>
         <input type="text" name="domain" required maxlength={253} placeholder="example.com" /> <button type="submit">Add domain</button>
       </Form>
+      </IfAllowed>
     </Layout>
   );
 }

@@ -1,7 +1,7 @@
 import type { ApiKeyRow } from '../../src/keys/queries.ts';
 import type { Project } from '../../src/projects/service.ts';
 import { BASE } from '../env.ts';
-import { ErrorNote, Form, Layout, when } from '../layout.tsx';
+import { ErrorNote, Form, IfAllowed, Layout, when } from '../layout.tsx';
 
 type Base = { csrf: string; email: string; project: Project };
 
@@ -32,6 +32,7 @@ export function KeysPage(props: Base & { keys: ApiKeyRow[]; error?: string }) {
         </tbody>
       </table>
       {props.keys.length === 0 && <p class="muted">No keys yet.</p>}
+      <IfAllowed action={p}>
       <h2>New key</h2>
       <ErrorNote message={props.error} />
       <Form action={p} csrf={props.csrf}>
@@ -42,6 +43,7 @@ export function KeysPage(props: Base & { keys: ApiKeyRow[]; error?: string }) {
         </select>{' '}
         <button type="submit">Create key</button>
       </Form>
+      </IfAllowed>
     </Layout>
   );
 }

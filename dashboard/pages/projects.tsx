@@ -1,6 +1,6 @@
 import type { Project } from '../../src/projects/service.ts';
 import { BASE } from '../env.ts';
-import { ErrorNote, Form, Layout, when } from '../layout.tsx';
+import { ErrorNote, Form, IfAllowed, Layout, when } from '../layout.tsx';
 
 export function ProjectsPage(props: { csrf: string; email: string; projects: Project[]; error?: string }) {
   return (
@@ -21,11 +21,13 @@ export function ProjectsPage(props: { csrf: string; email: string; projects: Pro
           </tbody>
         </table>
       )}
-      <h2>New project</h2>
-      <ErrorNote message={props.error} />
-      <Form action={`${BASE}/projects`} csrf={props.csrf}>
-        <input type="text" name="name" required maxlength={200} placeholder="Project name" /> <button type="submit">Create project</button>
-      </Form>
+      <IfAllowed action={`${BASE}/projects`}>
+        <h2>New project</h2>
+        <ErrorNote message={props.error} />
+        <Form action={`${BASE}/projects`} csrf={props.csrf}>
+          <input type="text" name="name" required maxlength={200} placeholder="Project name" /> <button type="submit">Create project</button>
+        </Form>
+      </IfAllowed>
     </Layout>
   );
 }

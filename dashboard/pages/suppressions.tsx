@@ -1,7 +1,7 @@
 import type { Project } from '../../src/projects/service.ts';
 import type { Suppression } from '../../src/suppressions/queries.ts';
 import { BASE } from '../env.ts';
-import { ErrorNote, Form, Layout, Pager, when } from '../layout.tsx';
+import { ErrorNote, Form, IfAllowed, Layout, Pager, when } from '../layout.tsx';
 
 type Base = { csrf: string; email: string; project: Project };
 
@@ -18,12 +18,14 @@ export function SuppressionsPage(props: Base & {
   return (
     <Layout title="Suppressions" csrf={props.csrf} email={props.email} project={props.project}>
       <p class="muted">Mail to these addresses is dropped at send time. Bounces and complaints add them; lifting one lets it receive mail again.</p>
-      <h2>Suppress an address</h2>
-      <ErrorNote message={props.error} />
-      <Form action={p} csrf={props.csrf}>
-        <input type="email" name="email" required maxlength={320} value={props.address ?? ''} placeholder="ann@example.net" aria-label="Address to suppress" />{' '}
-        <button type="submit">Suppress</button>
-      </Form>
+      <IfAllowed action={p}>
+        <h2>Suppress an address</h2>
+        <ErrorNote message={props.error} />
+        <Form action={p} csrf={props.csrf}>
+          <input type="email" name="email" required maxlength={320} value={props.address ?? ''} placeholder="ann@example.net" aria-label="Address to suppress" />{' '}
+          <button type="submit">Suppress</button>
+        </Form>
+      </IfAllowed>
       <form class="filters" method="get" action={p}>
         <label>Find an address
           <input type="text" name="email" value={props.search ?? ''} maxlength={320} placeholder="ann@example.net" />

@@ -1,7 +1,7 @@
 import type { Project } from '../../src/projects/service.ts';
 import type { TemplateRow } from '../../src/templates/queries.ts';
 import { BASE } from '../env.ts';
-import { ErrorNote, Form, Layout, when } from '../layout.tsx';
+import { ErrorNote, Form, IfAllowed, Layout, when } from '../layout.tsx';
 
 type Base = { csrf: string; email: string; project: Project };
 
@@ -27,6 +27,7 @@ export function TemplatesPage(props: Base & { templates: TemplateRow[]; error?: 
         </tbody>
       </table>
       {props.templates.length === 0 && <p class="muted">No templates yet.</p>}
+      <IfAllowed action={p}>
       <h2>New template</h2>
       <ErrorNote message={props.error} />
       <Form action={p} csrf={props.csrf}>
@@ -35,6 +36,7 @@ export function TemplatesPage(props: Base & { templates: TemplateRow[]; error?: 
         <p><label>HTML<br /><textarea name="html" rows={6} cols={80} required>{props.typed?.html ?? '<p>Hello</p>'}</textarea></label></p>
         <button type="submit">Create template</button>
       </Form>
+      </IfAllowed>
     </Layout>
   );
 }
@@ -90,7 +92,7 @@ export function TemplatePage(props: Base & {
 
       <h2>Edit the draft</h2>
       <ErrorNote message={props.error} />
-      <Form action={p} csrf={props.csrf}>
+      <Form action={p} csrf={props.csrf} readOnly>
         <p><label>Name <input type="text" name="name" required maxlength={200} value={value('name', t.name)} /></label></p>
         <p><label>Alias <input type="text" name="alias" maxlength={64} value={value('alias', t.alias)} /></label></p>
         <p><label>From <input type="text" name="from" maxlength={320} value={value('from', t.fromAddress)} /></label></p>

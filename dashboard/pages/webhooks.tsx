@@ -1,7 +1,7 @@
 import type { Project } from '../../src/projects/service.ts';
 import type { DeliveryRow, EndpointRow } from '../../src/webhooks/schemas.ts';
 import { BASE } from '../env.ts';
-import { ErrorNote, Form, Layout, Pager, when } from '../layout.tsx';
+import { ErrorNote, Form, IfAllowed, Layout, Pager, when } from '../layout.tsx';
 import { WEBHOOK_EVENT_TYPES as EVENT_TYPES } from '../../src/events/record.ts';
 
 const typesText = (types: string[] | null) => (types ? types.join(', ') : 'all');
@@ -46,6 +46,7 @@ export function WebhooksPage(props: Base & { endpoints: EndpointRow[]; error?: s
         </tbody>
       </table>
       {props.endpoints.length === 0 && <p class="muted">No endpoints yet.</p>}
+      <IfAllowed action={p}>
       <h2>Register an endpoint</h2>
       <ErrorNote message={props.error} />
       <Form action={p} csrf={props.csrf}>
@@ -53,6 +54,7 @@ export function WebhooksPage(props: Base & { endpoints: EndpointRow[]; error?: s
         <EventTypeChoices selected={null} />
         <button type="submit">Register</button>
       </Form>
+      </IfAllowed>
     </Layout>
   );
 }
@@ -73,6 +75,7 @@ export function WebhookPage(props: Base & { endpoint: EndpointRow; error?: strin
         </tbody>
       </table>
       <p><a href={`${p}/deliveries`}>Deliveries to this endpoint</a></p>
+      <IfAllowed action={`${p}/secret`}>
       <h2>Signing secret</h2>
       {props.secret ? (
         <>
@@ -84,24 +87,29 @@ export function WebhookPage(props: Base & { endpoint: EndpointRow; error?: strin
         <Form action={`${p}/secret`} csrf={props.csrf}><button type="submit">Reveal signing secret</button></Form>
       )}
       <Form action={`${p}/rotate-secret`} csrf={props.csrf}><button type="submit">Rotate signing secret</button></Form>
+      </IfAllowed>
+      <IfAllowed action={`${p}/url`}>
       <h2>Edit URL</h2>
       <p class="muted">The signing secret stays the same; queued deliveries go to the new URL.</p>
       <ErrorNote message={props.error} />
       <Form action={`${p}/url`} csrf={props.csrf}>
         <input type="url" name="url" required value={props.url ?? e.url} /> <button type="submit">Save URL</button>
       </Form>
+      </IfAllowed>
       <h2>Event types</h2>
       <p class="muted">Only these types are delivered to the endpoint, from the next event on.</p>
-      <Form action={`${p}/event-types`} csrf={props.csrf}>
+      <Form action={`${p}/event-types`} csrf={props.csrf} readOnly>
         <EventTypeChoices selected={e.eventTypes} />
         <button type="submit">Save event types</button>
       </Form>
+      <IfAllowed action={`${p}/disable`}>
       <h2>{e.status === 'active' ? 'Disable' : 'Re-enable'}</h2>
       {e.status === 'active' ? (
         <Form action={`${p}/disable`} csrf={props.csrf}><button type="submit">Disable endpoint</button></Form>
       ) : (
         <Form action={`${p}/enable`} csrf={props.csrf}><button type="submit">Re-enable endpoint</button></Form>
       )}
+      </IfAllowed>
       <p><a href={`${BASE}/projects/${props.project.id}/webhooks`}>Back to webhooks</a></p>
     </Layout>
   );

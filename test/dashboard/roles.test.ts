@@ -107,7 +107,12 @@ test('a viewer reads every page, sees no form but sign-out and no secret', async
     assert.doesNotMatch(text, /sk_[\w-]{20}|whsec_/, `viewer GET ${path}: no secret`);
   }
   const endpointPage = await b.get(url('/projects/:projectId/webhooks/:endpointId'));
-  assert.doesNotMatch(endpointPage.text, /Reveal signing secret/);
+  assert.doesNotMatch(endpointPage.text, /Reveal signing secret|Signing secret/);
+  // Settings a form shows stay readable, in a disabled fieldset that cannot be sent.
+  const draft = await b.get(url('/projects/:projectId/templates/:templateId'));
+  assert.match(draft.text, /<fieldset disabled="" class="read-only">[^]*&lt;p&gt;Hi&lt;\/p&gt;/);
+  const keys = await b.get(url('/projects/:projectId/keys'));
+  assert.doesNotMatch(keys.text, /New key|>Revoke</);
 });
 
 test('the roles the table allows get past it', async () => {
