@@ -66,11 +66,8 @@ function warnIfSubscriptionConfirmation(body: string, log: Logger) {
 async function handleBatch(deps: Deps, client: SQSClient, conn: ProviderConnection, messages: Message[], log: Logger) {
   const committed: { Id: string; ReceiptHandle: string }[] = [];
   let allCommitted = true;
-  for (const [i, message] of messages.entries()) {
+  const handle = async (i: number, message: Message, record: unknown) => {
     try {
-      const body = message.Body ?? '';
-      if (body.includes('"SubscriptionConfirmation"')) warnIfSubscriptionConfirmation(body, log);
-      const record = unwrapSesRecord(body);
       // Receipt rules publish to the same queue as sending events; inbound mail goes to its own capability.
       const outcome = isReceived(record)
         ? await ingestReceived({ ...deps, log }, () => s3ObjectStore(deps.config, conn), record)
@@ -81,7 +78,20 @@ async function handleBatch(deps: Deps, client: SQSClient, conn: ProviderConnecti
       allCommitted = false;
       log.warn({ err: (err as Error).message, sqsMessageId: message.MessageId }, 'event not committed; the message stays queued');
     }
-  }
+  };
+  const records = messages.map((message) => {
+    const body = message.Body ?? '';
+    if (body.includes('"SubscriptionConfirmation"')) warnIfSubscriptionConfirmation(body, log);
+    return unwrapSesRecord(body);
+  });
+  // Received messages are independent of each other and mostly wait on S3, so a batch's are
+  // handled together; sending events keep their order (a delivery before its bounce).
+  await Promise.all([
+    ...messages.map((m, i) => (isReceived(records[i]) ? handle(i, m, records[i]) : undefined)),
+    (async () => {
+      for (const [i, m] of messages.entries()) if (!isReceived(records[i])) await handle(i, m, records[i]);
+    })(),
+  ]);
   if (committed.length) {
     // Not abortable: a shutdown must not leave committed events behind to be redelivered.
     const res = await client.send(new DeleteMessageBatchCommand({ QueueUrl: conn.eventsQueueUrl!, Entries: committed }));

@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import type { Config } from '../platform/config.ts';
 import type { ProviderConnection } from './connections.ts';
 
@@ -16,11 +16,15 @@ const clients = new Map<string, { version: string; client: S3Client }>();
  * its own region). `AWS_ENDPOINT_URL_S3` sends the calls elsewhere, path-style, as local S3
  * servers expect.
  */
-function s3ClientFor(config: Config, conn: ProviderConnection): S3Client {
+/** Loaded on first use: most processes never read a bucket, and the client is large. */
+const sdk = () => import('@aws-sdk/client-s3');
+
+async function s3ClientFor(config: Config, conn: ProviderConnection): Promise<S3Client> {
   const version = `${conn.updatedAt.getTime()}:${conn.region}:${conn.accessKeyId}`;
   const cached = clients.get(conn.projectId);
   if (cached?.version === version) return cached.client;
   cached?.client.destroy();
+  const { S3Client } = await sdk();
   const client = new S3Client({
     region: conn.region,
     credentials: { accessKeyId: conn.accessKeyId, secretAccessKey: conn.secretAccessKey },
@@ -34,7 +38,8 @@ function s3ClientFor(config: Config, conn: ProviderConnection): S3Client {
 export function s3ObjectStore(config: Config, conn: ProviderConnection): ObjectStore {
   return {
     async open(bucket, key, signal) {
-      const res = await s3ClientFor(config, conn).send(new GetObjectCommand({ Bucket: bucket, Key: key }), { abortSignal: signal });
+      const { GetObjectCommand } = await sdk();
+      const res = await (await s3ClientFor(config, conn)).send(new GetObjectCommand({ Bucket: bucket, Key: key }), { abortSignal: signal });
       if (!res.Body) throw new Error(`s3://${bucket}/${key} has no body`);
       return { length: res.ContentLength, body: res.Body as Readable };
     },

@@ -1,7 +1,4 @@
-import {
-  CreateReceiptRuleCommand, CreateReceiptRuleSetCommand, DeleteReceiptRuleCommand, DescribeActiveReceiptRuleSetCommand,
-  SESClient, SetActiveReceiptRuleSetCommand, UpdateReceiptRuleCommand, type ReceiptRule,
-} from '@aws-sdk/client-ses';
+import type { ReceiptRule } from '@aws-sdk/client-ses';
 import type { Config } from '../platform/config.ts';
 import type { ProviderConnection } from './connections.ts';
 
@@ -21,7 +18,11 @@ export class ReceiptRuleError extends Error {
 
 export const ruleName = (domain: string) => `mailroom-${domain}`;
 
-function client(config: Config, conn: ProviderConnection, region: string) {
+/** SES v1 is used for receipt rules alone, so the API loads its client on the first set-up call. */
+const sdk = () => import('@aws-sdk/client-ses');
+
+async function client(config: Config, conn: ProviderConnection, region: string) {
+  const { SESClient } = await sdk();
   return new SESClient({
     region,
     credentials: { accessKeyId: conn.accessKeyId, secretAccessKey: conn.secretAccessKey },
@@ -45,7 +46,8 @@ async function call<T>(operation: string, run: () => Promise<T>): Promise<T> {
  * rules keep working. A second call updates the same rule. Answers the rule set's name.
  */
 export async function putReceiptRule(config: Config, conn: ProviderConnection, region: string, input: ReceiptRuleInput): Promise<string> {
-  const ses = client(config, conn, region);
+  const ses = await client(config, conn, region);
+  const { CreateReceiptRuleCommand, CreateReceiptRuleSetCommand, DescribeActiveReceiptRuleSetCommand, SetActiveReceiptRuleSetCommand, UpdateReceiptRuleCommand } = await sdk();
   try {
     const active = await call('DescribeActiveReceiptRuleSet', () => ses.send(new DescribeActiveReceiptRuleSetCommand({})));
     let ruleSet = active.Metadata?.Name;
@@ -75,7 +77,8 @@ export async function putReceiptRule(config: Config, conn: ProviderConnection, r
 
 /** Removes the domain's rule from the set it was put in, and nothing else; a rule already gone is fine. */
 export async function deleteReceiptRule(config: Config, conn: ProviderConnection, region: string, ruleSet: string, domain: string) {
-  const ses = client(config, conn, region);
+  const ses = await client(config, conn, region);
+  const { DeleteReceiptRuleCommand } = await sdk();
   try {
     await call('DeleteReceiptRule', () => ses.send(new DeleteReceiptRuleCommand({ RuleSetName: ruleSet, RuleName: ruleName(domain) }))).catch((err: ReceiptRuleError) => {
       if (err.code !== 'RuleSetDoesNotExist') throw err;

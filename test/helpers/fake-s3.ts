@@ -17,7 +17,7 @@ function xmlError(res: ServerResponse, status: number, code: string, message: st
   res.end(`<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message><RequestId>fake</RequestId></Error>`);
 }
 
-export async function startFakeS3() {
+export async function startFakeS3(opts: { closeAfterFile?: boolean } = {}) {
   const buckets = new Map<string, Map<string, StoredObject>>();
   const gets: { bucket: string; key: string; at: number }[] = [];
   const denied = new Set<string>();
@@ -69,6 +69,7 @@ export async function startFakeS3() {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
-  after(() => api.close());
+  // A benchmark process (not a test file) closes it itself.
+  if (opts.closeAfterFile !== false) after(() => api.close());
   return api;
 }

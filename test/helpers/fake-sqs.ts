@@ -15,7 +15,7 @@ export type SqsCall = { op: string; at: number; queueUrl?: string; count?: numbe
 
 export type FakeSqs = Awaited<ReturnType<typeof startFakeSqs>>;
 
-export async function startFakeSqs() {
+export async function startFakeSqs(opts: { closeAfterFile?: boolean } = {}) {
   const queues = new Map<string, Queue>();
   const calls: SqsCall[] = [];
   const deleted: { queueUrl: string; messageId: string; at: number }[] = [];
@@ -155,6 +155,7 @@ export async function startFakeSqs() {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
-  after(() => api.close());
+  // A benchmark process (not a test file) closes it itself.
+  if (opts.closeAfterFile !== false) after(() => api.close());
   return api;
 }
