@@ -12,6 +12,7 @@ import { registerWebhookRoutes } from './routes/webhooks.tsx';
 import { registerDomainRoutes } from './routes/domains.tsx';
 import { registerEmailRoutes } from './routes/emails.tsx';
 import { registerInboxRoutes } from './routes/inbox.tsx';
+import { registerReceivedRoutes } from './routes/received.tsx';
 import { registerOverviewRoutes } from './routes/overview.tsx';
 import { registerSuppressionRoutes } from './routes/suppressions.tsx';
 import { registerTemplateRoutes } from './routes/templates.tsx';
@@ -122,6 +123,7 @@ export function createDashboard() {
   registerOverviewRoutes(app);
   registerEmailRoutes(app);
   registerInboxRoutes(app);
+  registerReceivedRoutes(app);
   registerSuppressionRoutes(app);
   registerTemplateRoutes(app);
   registerWebhookRoutes(app);

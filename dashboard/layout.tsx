@@ -82,6 +82,7 @@ const PROJECT_PAGES = [
   ['', 'Overview'],
   ['/emails', 'Emails'],
   ['/inbox', 'Inbox'],
+  ['/received', 'Received'],
   ['/templates', 'Templates'],
   ['/suppressions', 'Suppressions'],
   ['/webhooks', 'Webhooks'],
