@@ -1,4 +1,4 @@
-import type { Command } from '../commands.ts';
+import { JsonLines, type Command } from '../commands.ts';
 import type { Config } from '../platform/config.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { createInvitation } from './invitations.ts';
@@ -27,7 +27,7 @@ export const MEMBER_COMMANDS: Record<string, Command> = {
     usage: 'member list',
     async run(ctx) {
       const members = await listMembers(ctx.sql());
-      return members.map((m) => ({ id: m.id, email: m.email, role: m.role, last_sign_in_at: m.lastSignInAt?.toISOString() ?? null }));
+      return new JsonLines(members.map((m) => ({ id: m.id, email: m.email, role: m.role, last_sign_in_at: m.lastSignInAt?.toISOString() ?? null })));
     },
   },
 };

@@ -69,6 +69,10 @@ test('cli member invite prints the invitation; the link sets a password once, fo
   const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from members where email = 'dev@example.com'`;
   assert.equal(n, 1);
 
+  const listed = await runCli(['member', 'list'], env);
+  const members = listed.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.ok(members.some((m) => m.email === 'dev@example.com' && m.role === 'developer' && m.last_sign_in_at));
+
   // The password works at the sign-in page.
   const later = browser(ctx);
   await later.get('/dashboard/login');
