@@ -6,7 +6,8 @@ import type { Logger } from '../platform/log.ts';
 import { CONNECTIONS_CHANNEL, listQueueConnections, type ProviderConnection } from '../providers/connections.ts';
 import { ingestSesRecord } from './ingest.ts';
 import { unwrapSesRecord } from './normalise.ts';
-import { ingestReceived } from '../inbound/ingest.ts';
+import { prepareReceived } from '../inbound/ingest.ts';
+import { storeReceived, storeReceivedIn } from '../inbound/store.ts';
 import { s3ObjectStore } from '../providers/s3.ts';
 
 const isReceived = (record: unknown) => (record as { notificationType?: unknown } | null)?.notificationType === 'Received';
@@ -66,32 +67,66 @@ function warnIfSubscriptionConfirmation(body: string, log: Logger) {
 async function handleBatch(deps: Deps, client: SQSClient, conn: ProviderConnection, messages: Message[], log: Logger) {
   const committed: { Id: string; ReceiptHandle: string }[] = [];
   let allCommitted = true;
-  const handle = async (i: number, message: Message, record: unknown) => {
-    try {
-      // Receipt rules publish to the same queue as sending events; inbound mail goes to its own capability.
-      const outcome = isReceived(record)
-        ? await ingestReceived({ ...deps, log }, () => s3ObjectStore(deps.config, conn), record)
-        : await deps.sql.begin((tx) => ingestSesRecord(tx, log, conn.projectId, record));
-      log.debug({ sqsMessageId: message.MessageId, outcome }, 'queued event handled');
-      if (message.ReceiptHandle) committed.push({ Id: String(i), ReceiptHandle: message.ReceiptHandle });
-    } catch (err) {
-      allCommitted = false;
-      log.warn({ err: (err as Error).message, sqsMessageId: message.MessageId }, 'event not committed; the message stays queued');
-    }
+  const done = (i: number, message: Message, outcome: string) => {
+    log.debug({ sqsMessageId: message.MessageId, outcome }, 'queued event handled');
+    if (message.ReceiptHandle) committed.push({ Id: String(i), ReceiptHandle: message.ReceiptHandle });
+  };
+  const failed = (message: Message, err: unknown) => {
+    allCommitted = false;
+    log.warn({ err: (err as Error).message, sqsMessageId: message.MessageId }, 'event not committed; the message stays queued');
   };
   const records = messages.map((message) => {
     const body = message.Body ?? '';
     if (body.includes('"SubscriptionConfirmation"')) warnIfSubscriptionConfirmation(body, log);
     return unwrapSesRecord(body);
   });
-  // Received messages are independent of each other and mostly wait on S3, so a batch's are
-  // handled together; sending events keep their order (a delivery before its bounce).
-  await Promise.all([
-    ...messages.map((m, i) => (isReceived(records[i]) ? handle(i, m, records[i]) : undefined)),
-    (async () => {
-      for (const [i, m] of messages.entries()) if (!isReceived(records[i])) await handle(i, m, records[i]);
-    })(),
-  ]);
+
+  // Received messages are independent and mostly wait on S3: a batch's are fetched and parsed
+  // together, then stored in one transaction, so the batch costs one commit (and one webhook
+  // flush job update) rather than one each. Sending events keep their order, one by one.
+  const receiving = (async () => {
+    const store = () => s3ObjectStore(deps.config, conn);
+    const prepared = await Promise.all(messages.map(async (m, i) => {
+      if (!isReceived(records[i])) return undefined;
+      try {
+        const p = await prepareReceived({ ...deps, log }, store, records[i]);
+        if (typeof p === 'string') { done(i, m, p); return undefined; }
+        return { i, m, p };
+      } catch (err) {
+        failed(m, err);
+        return undefined;
+      }
+    }));
+    const ready = prepared.filter((x) => x !== undefined);
+    if (!ready.length) return;
+    try {
+      await deps.sql.begin(async (tx) => {
+        for (const { p } of ready) await storeReceivedIn(tx, p.targets, p.incoming);
+      });
+      for (const { i, m } of ready) done(i, m, 'stored');
+    } catch {
+      // One message the database refuses must not hold the others back: each on its own.
+      for (const { i, m, p } of ready) {
+        try {
+          await storeReceived(deps.sql, p.targets, p.incoming);
+          done(i, m, 'stored');
+        } catch (err) {
+          failed(m, err);
+        }
+      }
+    }
+  })();
+  const sending = (async () => {
+    for (const [i, m] of messages.entries()) {
+      if (isReceived(records[i])) continue;
+      try {
+        done(i, m, await deps.sql.begin((tx) => ingestSesRecord(tx, log, conn.projectId, records[i])));
+      } catch (err) {
+        failed(m, err);
+      }
+    }
+  })();
+  await Promise.all([receiving, sending]);
   if (committed.length) {
     // Not abortable: a shutdown must not leave committed events behind to be redelivered.
     const res = await client.send(new DeleteMessageBatchCommand({ QueueUrl: conn.eventsQueueUrl!, Entries: committed }));

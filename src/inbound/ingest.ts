@@ -6,8 +6,8 @@ import { newId } from '../platform/ids.ts';
 import type { ObjectStore } from '../providers/s3.ts';
 import { ReceivedNotification, parsedFromNotification, verdictsOf } from './notification.ts';
 import { parseReceived, type ParsedReceived } from './parse.ts';
-import { projectsHolding, projectsReceivingAt } from './queries.ts';
-import { storeReceived, type Target } from './store.ts';
+import { projectsReceivingAt } from './queries.ts';
+import { storeReceived, type Incoming, type Target } from './store.ts';
 
 export type ReceivedOutcome = 'stored' | 'duplicate' | 'no_project' | 'invalid';
 
@@ -15,10 +15,13 @@ export const newAttachmentId = () => newId('receivedAttachment');
 
 const domainOf = (address: string) => address.slice(address.lastIndexOf('@') + 1).trim().toLowerCase();
 
-/** Each project receiving at a recipient's domain, once, with the recipients that are its own. */
-async function targetsFor(sql: Sql, recipients: string[]): Promise<Target[]> {
-  const projects = await projectsReceivingAt(sql, [...new Set(recipients.map(domainOf))]);
-  return projects.map((p) => ({ projectId: p.projectId, receivedFor: recipients.filter((r) => p.domains.includes(domainOf(r))) }));
+/**
+ * Each project receiving at a recipient's domain, once, with the recipients that are its own and
+ * whether it holds this SES message already.
+ */
+async function targetsFor(sql: Sql, recipients: string[], sesMessageId: string) {
+  const projects = await projectsReceivingAt(sql, [...new Set(recipients.map(domainOf))], sesMessageId);
+  return projects.map((p) => ({ projectId: p.projectId, holding: p.holding, receivedFor: recipients.filter((r) => p.domains.includes(domainOf(r))) }));
 }
 
 /**
@@ -46,12 +49,16 @@ async function contentOf(config: Config, store: () => ObjectStore, n: ReceivedNo
   return { parsed, raw, rawSize: raw.length, contentTooLarge: false, s3: null };
 }
 
+/** A message fetched and parsed, ready to be stored for its projects. */
+export type PreparedReceived = { targets: Target[]; incoming: Incoming };
+
 /**
- * Handles one `Received` notification from the events queue (§20.2): stores the message for
- * every project receiving at a recipient's domain. It throws when the message could not be had
- * or stored, so the queue message stays and comes back; a repeat stores nothing twice.
+ * Everything before the write (§20.2): the notification read, the projects receiving at a
+ * recipient's domain (those already holding the message left out, so a redelivery fetches
+ * nothing), and the message fetched and parsed. Answers an outcome instead when there is nothing
+ * to store. Throws when the message could not be had, so the queue message stays and comes back.
  */
-export async function ingestReceived(deps: { config: Config; sql: Sql; log: Logger }, store: () => ObjectStore, record: unknown): Promise<ReceivedOutcome> {
+export async function prepareReceived(deps: { config: Config; sql: Sql; log: Logger }, store: () => ObjectStore, record: unknown): Promise<PreparedReceived | ReceivedOutcome> {
   const parsed = ReceivedNotification.safeParse(record);
   if (!parsed.success) {
     deps.log.warn({ issue: parsed.error.issues[0]?.message }, 'Received notification not understood; dropped');
@@ -59,17 +66,21 @@ export async function ingestReceived(deps: { config: Config; sql: Sql; log: Logg
   }
   const n = parsed.data;
   const recipients = n.receipt.recipients.length ? n.receipt.recipients : n.mail.destination;
-  let targets = await targetsFor(deps.sql, recipients);
+  const all = await targetsFor(deps.sql, recipients, n.mail.messageId);
+  const targets = all.filter((t) => !t.holding);
   if (!targets.length) {
+    if (all.length) return 'duplicate';
     deps.log.info({ sesMessageId: n.mail.messageId }, 'received message for no receiving domain of any project; dropped');
     return 'no_project';
   }
-  // A redelivered notification does not fetch the message again for projects that hold it.
-  const holding = await projectsHolding(deps.sql, targets.map((t) => t.projectId), n.mail.messageId);
-  targets = targets.filter((t) => !holding.has(t.projectId));
-  if (!targets.length) return 'duplicate';
   const content = await contentOf(deps.config, store, n);
-  const stored = await storeReceived(deps.sql, targets, { sesMessageId: n.mail.messageId, verdicts: verdictsOf(n.receipt), ...content });
-  deps.log.debug({ sesMessageId: n.mail.messageId, stored }, 'received message stored');
+  return { targets: targets.map(({ projectId, receivedFor }) => ({ projectId, receivedFor })), incoming: { sesMessageId: n.mail.messageId, verdicts: verdictsOf(n.receipt), ...content } };
+}
+
+/** Prepares and stores one notification in a transaction of its own. */
+export async function ingestReceived(deps: { config: Config; sql: Sql; log: Logger }, store: () => ObjectStore, record: unknown): Promise<ReceivedOutcome> {
+  const prepared = await prepareReceived(deps, store, record);
+  if (typeof prepared === 'string') return prepared;
+  const stored = await storeReceived(deps.sql, prepared.targets, prepared.incoming);
   return stored.length ? 'stored' : 'duplicate';
 }

@@ -46,18 +46,13 @@ const COLUMNS = (sql: Sql | TxSql) => sql`
  * The projects receiving at the given domains (lower-cased), each once. This is how a message
  * finds its project, so it is the one query that looks across projects.
  */
-export async function projectsReceivingAt(sql: Sql | TxSql, domains: string[]) {
-  return sql<{ projectId: string; domains: string[] }[]>`
-    select project_id, array_agg(distinct lower(value)) as domains from domains
-    where lower(value) = any(${domains}::text[]) and receiving is not null
-    group by project_id order by project_id`;
-}
-
-/** Which of the projects already hold this SES message: a redelivered notification stores nothing again. */
-export async function projectsHolding(sql: Sql | TxSql, projectIds: string[], sesMessageId: string) {
-  const rows = await sql<{ projectId: string }[]>`
-    select project_id from received_emails where project_id = any(${projectIds}::text[]) and ses_message_id = ${sesMessageId}`;
-  return new Set(rows.map((r) => r.projectId));
+export async function projectsReceivingAt(sql: Sql | TxSql, domains: string[], sesMessageId: string) {
+  return sql<{ projectId: string; domains: string[]; holding: boolean }[]>`
+    select d.project_id, array_agg(distinct lower(d.value)) as domains,
+      exists (select 1 from received_emails r where r.project_id = d.project_id and r.ses_message_id = ${sesMessageId}) as holding
+    from domains d
+    where lower(d.value) = any(${domains}::text[]) and d.receiving is not null
+    group by d.project_id order by d.project_id`;
 }
 
 /** Inserts the row unless the project holds the SES message already; answers its creation time if it did. */

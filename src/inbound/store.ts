@@ -1,4 +1,4 @@
-import type { Sql } from '../platform/db.ts';
+import type { Sql, TxSql } from '../platform/db.ts';
 import { newId } from '../platform/ids.ts';
 import { recordEventsStatement } from '../events/record.ts';
 import type { ParsedReceived } from './parse.ts';
@@ -26,7 +26,12 @@ export type Target = { projectId: string; receivedFor: string[] };
  * and fires nothing again. Answers the ids stored.
  */
 export async function storeReceived(sql: Sql, targets: Target[], m: Incoming): Promise<string[]> {
-  return sql.begin(async (tx) => {
+  return sql.begin((tx) => storeReceivedIn(tx, targets, m));
+}
+
+/** storeReceived inside the caller's transaction, so a batch of messages commits once. */
+export async function storeReceivedIn(tx: TxSql, targets: Target[], m: Incoming): Promise<string[]> {
+  {
     const stored: string[] = [];
     for (const t of targets) {
       const p = m.parsed;
@@ -69,5 +74,5 @@ export async function storeReceived(sql: Sql, targets: Target[], m: Incoming): P
       stored.push(id);
     }
     return stored;
-  });
+  }
 }
