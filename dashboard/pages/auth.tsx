@@ -2,7 +2,7 @@ import { BASE } from '../env.ts';
 import { ErrorNote, Form, Layout } from '../layout.tsx';
 import { MAX_EMAIL_LENGTH, MIN_PASSWORD_LENGTH } from '../owner.ts';
 
-type Props = { csrf: string; error?: string; email?: string; setupToken?: string; /** The single sign-on issuer's host, when set up. */ sso?: string };
+type Props = { csrf: string; error?: string; email?: string; setupToken?: string; /** The single sign-on issuer, when set up. */ sso?: string };
 
 export function SignupPage(props: Props) {
   return (
@@ -30,7 +30,7 @@ export function LoginPage(props: Props) {
         <button type="submit">Sign in</button>
       </Form>
       {props.sso && (
-        <p id="sso"><a href={`${BASE}/oidc/start`}>Sign in with single sign-on ({props.sso})</a></p>
+        <p id="sso"><a href={`${BASE}/oidc/start`}>Sign in with single sign-on</a> <span class="muted">({props.sso})</span></p>
       )}
     </Layout>
   );

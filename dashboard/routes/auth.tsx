@@ -21,11 +21,8 @@ function setupRequired(c: Context<DashEnv>) {
     'This instance has no owner yet. Open the setup link from the API\'s start-up log ("owner setup"), or create the owner with `npm run --silent cli -- owner create --email EMAIL`.');
 }
 
-/** The sign-in page offers the configured issuer by its host name. */
-const ssoHost = (c: Context<DashEnv>) => {
-  const oidc = c.var.deps.config.oidc;
-  return oidc ? new URL(oidc.issuer).host : undefined;
-};
+/** The sign-in page offers the configured issuer. */
+const ssoHost = (c: Context<DashEnv>) => c.var.deps.config.oidc?.issuer;
 
 export function registerAuthRoutes(app: Hono<DashEnv>) {
   app.get('/signup', async (c) => {
