@@ -1,5 +1,5 @@
 import type { Context, Hono } from 'hono';
-import { clientIp } from '../../src/http/client-ip.ts';
+import { attemptSource, clientIp } from '../../src/http/client-ip.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { errorPage, field, render } from '../render.tsx';
 import { authenticateMember, MAX_EMAIL_LENGTH, normaliseEmail, ownerExists, registerOwner, SignupError } from '../owner.ts';
@@ -66,7 +66,8 @@ export function registerAuthRoutes(app: Hono<DashEnv>) {
     }
     // Counted before the password is checked, so guessing also costs the guesser the scrypt work.
     // Per address, and per address and email: never per email alone (see above).
-    const ip = clientIp(c, config.trustProxy);
+    // IPv6 per /64 (attemptSource): one host usually holds a whole /64.
+    const ip = attemptSource(clientIp(c, config.trustProxy));
     const byIp = await limiter.hit(`dashboard-login:ip:${ip}`, LOGIN_ATTEMPTS_PER_MINUTE);
     const byPair = byIp.allowed
       ? await limiter.hit(`dashboard-login:pair:${ip}:${normaliseEmail(email)}`, LOGIN_ATTEMPTS_PER_ADDRESS_AND_EMAIL)

@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from 'hono';
 import { looksLikeApiKey, verifyApiKey, type AuthenticatedKey } from '../keys/authenticate.ts';
 import { ApiError } from './errors.ts';
-import { clientIp } from './client-ip.ts';
+import { attemptSource, clientIp } from './client-ip.ts';
 import type { AppEnv } from './context.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import { actingAs } from '../audit/actor.ts';
@@ -29,7 +29,7 @@ const FAILED_AUTH_PER_MINUTE = 60;
  * shared by the API and the SMTP relay. `allowed` false means the address is over it.
  */
 export function chargeFailedAuth(limiter: RateLimiter, clientAddress: string) {
-  return limiter.hit(`authfail:${clientAddress}`, FAILED_AUTH_PER_MINUTE);
+  return limiter.hit(`authfail:${attemptSource(clientAddress)}`, FAILED_AUTH_PER_MINUTE);
 }
 
 /** Parses `Authorization: Bearer sk_…`; anything else is treated exactly like a wrong key. */

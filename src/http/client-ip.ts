@@ -45,3 +45,22 @@ export function isHttps(c: Context, trustProxy: boolean | string[]): boolean {
   if (new URL(c.req.url).protocol === 'https:') return true;
   return trusted(peerAddress(c), trustProxy) && c.req.header('x-forwarded-proto')?.split(',')[0]?.trim() === 'https';
 }
+
+/**
+ * The unit failed attempts are counted by: an IPv4 address as it is, an IPv6 address by its /64.
+ * One IPv6 subscriber or host is normally given a whole /64, so counting its single addresses
+ * would hand it 2^64 fresh budgets. Anything that is not an address is counted as written.
+ */
+export function attemptSource(address: string): string {
+  let ip: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    ip = ipaddr.parse(address);
+  } catch {
+    return address;
+  }
+  if (ip.kind() === 'ipv4') return ip.toString();
+  const v6 = ip as ipaddr.IPv6;
+  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().toString();
+  const parts = v6.parts.slice(0, 4).concat([0, 0, 0, 0]);
+  return `${new ipaddr.IPv6(parts).toString()}/64`;
+}

@@ -160,3 +160,23 @@ test('signup rejects a short password and a bad email with the form again', asyn
   const [{ n }] = await c3.sql<[{ n: number }]>`select count(*)::int as n from members`;
   assert.equal(n, 0);
 });
+
+test('failed sign-ins from IPv6 count per /64: new addresses in one /64 share its budget', async () => {
+  const c6 = await createTestContext({ env: { TRUST_PROXY: 'true' } });
+  await signIn(browser(c6));
+  // Ten wrong passwords, each from a different address of one /64, each for another email: the
+  // per-pair limit never bites, only the per-source one can.
+  for (let i = 0; i < 10; i++) {
+    const b = browser(c6, { 'x-forwarded-for': `2001:db8:5:6::${(i + 1).toString(16)}` });
+    await b.get('/dashboard/login');
+    assert.equal((await b.post('/dashboard/login', { email: `guess${i}@example.com`, password: 'x'.repeat(12) })).res.status, 401);
+  }
+  const fresh = browser(c6, { 'x-forwarded-for': '2001:db8:5:6:ffff:1:2:3' });
+  await fresh.get('/dashboard/login');
+  const blocked = await fresh.post('/dashboard/login', OWNER);
+  assert.equal(blocked.res.status, 429, 'a new address of the same /64 is over the limit');
+  // The next /64 over is another network, with its own budget.
+  const neighbour = browser(c6, { 'x-forwarded-for': '2001:db8:5:7::1' });
+  await neighbour.get('/dashboard/login');
+  assert.equal((await neighbour.post('/dashboard/login', OWNER)).res.status, 303);
+});
