@@ -27,6 +27,15 @@ export async function verifyApiKey(sql: Sql, presented: string | undefined): Pro
 }
 
 /**
+ * Whether the key with this hash is still active, for a session that authenticated earlier (the
+ * SMTP relay asks at each message). Lookups share the grouped query that authentication uses.
+ */
+export async function isKeyActive(sql: Sql, keyHash: Buffer): Promise<boolean> {
+  const match = await lookupFor(sql).run(keyHash);
+  return !!match && match.keyHash.length === keyHash.length && timingSafeEqual(match.keyHash, keyHash);
+}
+
+/**
  * Key lookups of requests that arrive together share one query. Nothing is remembered once the
  * query answers: every lookup starts after its request arrived and reads the table as it is, so a
  * key revoked before a request is refused by that request.

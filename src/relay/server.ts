@@ -2,7 +2,8 @@ import { readFile } from 'node:fs/promises';
 import type { AddressInfo, Socket } from 'node:net';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { chargeFailedAuth } from '../http/auth.ts';
-import { keyUseRecorder, verifyApiKey } from '../keys/authenticate.ts';
+import { isKeyActive, keyUseRecorder, verifyApiKey } from '../keys/authenticate.ts';
+import { hashApiKey } from '../keys/service.ts';
 import { ConfigError } from '../platform/config.ts';
 import { recordSmtpSubmission } from '../platform/metrics.ts';
 import { isMailbox } from '../emails/mailbox.ts';
@@ -19,8 +20,12 @@ const ENHANCED = /^[245]\.\d{1,3}\.\d{1,3} /;
 /** The enhanced codes §13 fixes for replies smtp-server writes itself. */
 const LIBRARY_REPLIES: Record<number, string> = { 530: '5.7.0', 538: '5.7.11', 552: '5.3.4', 452: '4.5.3' };
 
+type Parser = { write(chunk: unknown, ...rest: unknown[]): boolean };
 type Connection = {
   secure: boolean;
+  _parser: Parser | false;
+  _createParser(): Parser;
+  close(): void;
   /** The socket replies go to: the TLS one after STARTTLS. */
   _socket: Socket;
   send(code: number, data?: string | string[], context?: string | false): void;
@@ -40,8 +45,52 @@ declare module 'smtp-server' {
  * plaintext AUTH is not allowed, whether or not this listener offers STARTTLS.
  */
 class RelaySmtpServer extends SMTPServer {
-  constructor(options: SMTPServerOptions, private readonly requireTls: boolean) {
+  constructor(options: SMTPServerOptions, private readonly requireTls: boolean, private readonly lineTimeoutMs: number) {
     super(options);
+  }
+
+  /**
+   * A command line or a DATA section must be finished within lineTimeoutMs of its first byte.
+   * smtp-server's own timeout restarts at every byte, so a client trickling one byte a second
+   * would hold its connection for ever. Each reply ends what the client sent before it, so the
+   * clock starts at the first byte after a reply and stops at the next reply.
+   */
+  /** Chunks received so far by each connection, by its id (the session's id). */
+  readonly chunksReceived = new Map<string, number>();
+
+  #deadline(connection: Connection): { started(): void; replied(): void } {
+    let timer: NodeJS.Timeout | undefined;
+    const id = (connection as unknown as { id: string }).id;
+    const clock = {
+      started: () => {
+        this.chunksReceived.set(id, (this.chunksReceived.get(id) ?? 0) + 1);
+        timer ??= setTimeout(() => {
+          connection.send(421, `4.4.2 Timeout: a command or message must be sent within ${this.lineTimeoutMs / 1000} s of its first byte; closing`, false);
+          connection.close();
+        }, this.lineTimeoutMs);
+      },
+      replied: () => {
+        clearTimeout(timer);
+        timer = undefined;
+      },
+    };
+    const watch = (parser: Parser) => {
+      const write = parser.write.bind(parser);
+      parser.write = (chunk, ...rest) => {
+        clock.started();
+        return write(chunk, ...rest);
+      };
+      return parser;
+    };
+    // The parser is replaced at STARTTLS; the new one is watched too.
+    if (connection._parser) watch(connection._parser);
+    const create = connection._createParser.bind(connection);
+    connection._createParser = () => watch(create());
+    connection._socket.once('close', () => {
+      clock.replied();
+      this.chunksReceived.delete(id);
+    });
+    return clock;
   }
 
   override connect(socket: Socket, socketOptions: unknown) {
@@ -51,7 +100,9 @@ class RelaySmtpServer extends SMTPServer {
     // Every reply of one turn leaves in one write: those to a pipelined packet's commands, and
     // the 250 for a message together with the replies to the next message's MAIL, RCPT and DATA
     // that a pipelining client sent right behind its content (RFC 2920 §3.1).
+    const deadline = this.#deadline(connection);
     const send: Connection['send'] = (code, data, context) => {
+      deadline.replied();
       holdWritesForTurn(connection._socket);
       write(code, data, context);
     };
@@ -91,6 +142,13 @@ export async function startRelay(deps: RelayDeps): Promise<RelayServer> {
     log.warn('relay has no RELAY_TLS_CERT/RELAY_TLS_KEY and RELAY_ALLOW_PLAINTEXT_AUTH is off: every AUTH is refused with 538');
   }
   const recordUse = keyUseRecorder(sql);
+  const keyChecks = new Map<string, { chunks: number; active: Promise<boolean> }>();
+  const checkKey = (user: RelayUser) => {
+    const active = isKeyActive(sql, user.keyHash);
+    active.catch(() => {}); // awaited by the MAIL FROM that uses it, if any
+    return active;
+  };
+  const chunksOf = (sessionId: string) => servers.reduce((n, { server }) => n + (server.chunksReceived.get(sessionId) ?? 0), 0);
 
   const options: SMTPServerOptions = {
     banner: 'Mailroom SMTP relay',
@@ -122,23 +180,55 @@ export async function startRelay(deps: RelayDeps): Promise<RelayServer> {
         const key = await verifyApiKey(sql, auth.password ?? undefined);
         if (!key) return callback(asCallbackError(await refuse()));
         await recordUse(key);
-        const user: RelayUser = { projectId: key.projectId, keyId: key.id };
+        const user: RelayUser = { projectId: key.projectId, keyId: key.id, keyHash: hashApiKey(auth.password!) };
         callback(null, { user: user as unknown as string });
       })().catch((err: unknown) => {
         log.error({ err }, 'relay authentication failed unexpectedly');
         callback(asCallbackError(new SmtpReply(454, '4.7.0', 'Temporary authentication failure; try again')));
       });
     },
-    // Answered at once (smtp-server's default waits a turn), so a pipelining client's MAIL, RCPT
-    // and DATA are answered in one write.
-    onMailFrom(_address, _session, callback) {
+    // One client address holds at most RELAY_MAX_CONNECTIONS_PER_CLIENT of the slots. The count
+    // covers both listeners (they share one set of connections).
+    onConnect(session, callback) {
+      let mine = 0;
+      for (const c of servers[0]!.server.connections) if ((c as { remoteAddress?: string }).remoteAddress === session.remoteAddress) mine++;
+      if (mine > relay.maxConnectionsPerClient) {
+        return callback(asCallbackError(new SmtpReply(421, '4.7.0', `Too many connections from your address (at most ${relay.maxConnectionsPerClient}); try again later`)));
+      }
       callback();
+    },
+    // The key is checked again at each message, so a key revoked while a session is open stops
+    // that session at its next MAIL FROM. The lookup is the grouped one of authentication.
+    onMailFrom(_address, session, callback) {
+      const user = session.user as unknown as RelayUser;
+      // A check started once this command's bytes had arrived (no chunk since) answers for it, so
+      // a pipelining client's next MAIL FROM, sent behind a message's content, is answered in
+      // the same turn as that message's 250. Otherwise the key is read now.
+      const prefetched = keyChecks.get(session.id);
+      keyChecks.delete(session.id);
+      const fresh = prefetched && prefetched.chunks === chunksOf(session.id) ? prefetched.active : checkKey(user);
+      fresh.then((active) => {
+        if (active) return callback();
+        // Nothing more is accepted on this session: it must authenticate again.
+        session.user = undefined;
+        callback(asCallbackError(new SmtpReply(535, '5.7.8', 'Authentication credentials invalid: the API key was revoked')));
+      }, (err: unknown) => {
+        log.error({ err }, 'relay could not check a key');
+        callback(asCallbackError(new SmtpReply(454, '4.7.0', 'Temporary authentication failure; try again')));
+      });
     },
     onRcptTo(address, _session, callback) {
       if (!isMailbox(address.address)) return callback(asCallbackError(new SmtpReply(553, '5.1.3', `Invalid recipient address: ${address.address.slice(0, 100)}`)));
       callback();
     },
+    onClose(session) {
+      keyChecks.delete(session.id);
+    },
     onData(stream, session, callback) {
+      // The next MAIL FROM's key check starts as this message's content ends (see onMailFrom).
+      stream.once('end', () => {
+        keyChecks.set(session.id, { chunks: chunksOf(session.id), active: checkKey(session.user as unknown as RelayUser) });
+      });
       submitMessage(deps, stream, session).then(
         (id) => {
           recordSmtpSubmission('accepted');
@@ -157,10 +247,10 @@ export async function startRelay(deps: RelayDeps): Promise<RelayServer> {
   };
 
   const servers: Array<{ server: RelaySmtpServer; kind: RelayListener['kind']; port: number }> = [
-    { server: new RelaySmtpServer(options, requireTls), kind: 'starttls', port: relay.port },
+    { server: new RelaySmtpServer(options, requireTls, relay.idleTimeoutMs), kind: 'starttls', port: relay.port },
   ];
   if (relay.smtpsPort !== undefined && tls) {
-    const implicit = new RelaySmtpServer({ ...options, secure: true }, requireTls);
+    const implicit = new RelaySmtpServer({ ...options, secure: true }, requireTls, relay.idleTimeoutMs);
     // One set of connections for both listeners: smtp-server counts `maxClients` against it, so
     // RELAY_MAX_CONNECTIONS bounds the relay as a whole, not each port.
     implicit.connections = servers[0]!.server.connections;

@@ -14,7 +14,7 @@ import { readDataStream } from '../sink/data-stream.ts';
 export type RelayDeps = { config: Config; sql: Sql; log: Logger; limiter: RateLimiter };
 
 /** Who a relay session authenticated as: an API key, full or sending, and so its project. */
-export type RelayUser = { projectId: string; keyId: string };
+export type RelayUser = { projectId: string; keyId: string; keyHash: Buffer };
 
 /** Whether the client declared 8-bit content on MAIL FROM. */
 function declaresEightBit(session: SMTPServerSession): boolean {
