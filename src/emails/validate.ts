@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { validationErrorFromZod } from '../http/errors.ts';
+import { ValidationError, validationErrorFromZod } from '../http/errors.ts';
 import { isMailbox } from './mailbox.ts';
 import type { EmailContent } from './compose.ts';
 
@@ -221,8 +221,34 @@ function explainUnions(issues: Issue[]): Issue[] {
   });
 }
 
+/** Whether a plain object has more than `max` own keys; stops counting at `max + 1`. */
+export function hasMoreKeysThan(value: unknown, max: number): boolean {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  let n = 0;
+  for (const k in value) if (Object.hasOwn(value, k) && ++n > max) return true;
+  return false;
+}
+
+/**
+ * The maps of a send are counted before any entry is validated: validating first would spend the
+ * work the cap exists to refuse.
+ */
+function refuseOversizedMaps(body: unknown) {
+  if (body === null || typeof body !== 'object') return;
+  const b = body as { headers?: unknown; template?: { variables?: unknown } };
+  const problems = [];
+  if (hasMoreKeysThan(b.headers, MAX_HEADERS)) {
+    problems.push({ loc: ['body', 'headers'], msg: `At most ${MAX_HEADERS} custom headers per email`, type: 'too_long', ctx: { max_length: MAX_HEADERS } });
+  }
+  if (b.template && typeof b.template === 'object' && hasMoreKeysThan(b.template.variables, MAX_TEMPLATE_VARIABLES)) {
+    problems.push({ loc: ['body', 'template', 'variables'], msg: `At most ${MAX_TEMPLATE_VARIABLES} variables`, type: 'too_long', ctx: { max_length: MAX_TEMPLATE_VARIABLES } });
+  }
+  if (problems.length) throw new ValidationError(problems);
+}
+
 /** Validates a parsed JSON body; throws the spec's 422 with every problem found. */
 export function parseSendRequest(body: unknown): ParsedSend {
+  refuseOversizedMaps(body);
   const parsed = SendEmailRequest.safeParse(body);
   if (!parsed.success) throw validationErrorFromZod(new z.ZodError(explainUnions(parsed.error.issues)), 'json');
   const b = parsed.data;

@@ -23,7 +23,7 @@ import { registerAuditRoutes } from '../audit/routes.ts';
 import { registerReputationRoutes } from '../reputation/routes.ts';
 import { registerTemplateRoutes } from '../templates/routes.ts';
 import { registerResendTemplateRoutes } from '../templates/resend-routes.ts';
-import { renderForSend } from '../templates/service.ts';
+import { renderForSend, setTemplateCacheMb } from '../templates/service.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
 import { registerReceivingRoutes } from '../inbound/routes.ts';
 import { registerResendReceivingRoutes } from '../inbound/resend-routes.ts';
@@ -37,6 +37,7 @@ export function createApp(deps: AppDeps) {
   // the caller's object rather than a copy, so dependencies swapped in later (tests) still reach
   // every route.
   deps.renderTemplate ??= renderForSend;
+  setTemplateCacheMb(deps.config.templateCacheMb);
   const app = new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
       if (!result.success) throw validationErrorFromZod(result.error, result.target);

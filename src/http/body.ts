@@ -115,9 +115,13 @@ async function readWebBody(req: Request, limitBytes: number, inspect?: (chunk: U
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** A bounded read parsed as JSON; malformed input is the spec's 422 `json_invalid`. */
+/**
+ * A bounded read parsed as JSON; malformed input is the spec's 422 `json_invalid`. The bytes are
+ * checked by jsonShapeGuard as they stream, so a body that no route could take (a map of a
+ * million headers) is refused before it is parsed.
+ */
 export async function readJsonBody(c: BodySource, limitBytes: number): Promise<unknown> {
-  return parseJson(await readBoundedBody(c, limitBytes));
+  return parseJson(await readBoundedBody(c, limitBytes, jsonShapeGuard()));
 }
 
 /**
@@ -130,8 +134,10 @@ export async function readJsonBody(c: BodySource, limitBytes: number): Promise<u
  */
 export async function readJsonArrayBody(c: BodySource, limitBytes: number, maxItems: number, tooMany: () => Error): Promise<unknown> {
   const counter = topLevelArrayCounter();
+  const guard = jsonShapeGuard();
   const bytes = await readBoundedBody(c, limitBytes, (chunk) => {
     if (counter(chunk) > maxItems) throw tooMany();
+    guard(chunk);
   });
   return parseJson(bytes);
 }
@@ -180,6 +186,78 @@ export function topLevelArrayCounter(): (chunk: Uint8Array) => number {
       else if (b === 0x2c && depth === 1) expectElement = true;
     }
     return count;
+  };
+}
+
+/**
+ * No object or list in any request body of the API holds more than this many entries (the
+ * largest allowed are a batch of 100 and 100 template variables), nor nests deeper.
+ */
+export const MAX_JSON_ENTRIES = 1000;
+export const MAX_JSON_DEPTH = 64;
+
+type Frame = { array: boolean; count: number; key: string; expect: boolean };
+
+/**
+ * Counts the entries of every JSON object and list, and their depth, over successive chunks of a
+ * body, and throws a 422 naming the first container past a bound the moment its entry
+ * `maxEntries + 1` starts to arrive: JSON.parse of 20 MiB of one-line headers takes the event loop
+ * for most of a second before anything could count them. Only structure is tracked; malformed JSON
+ * is left to the parser.
+ */
+export function jsonShapeGuard(maxEntries = MAX_JSON_ENTRIES, maxDepth = MAX_JSON_DEPTH): (chunk: Uint8Array) => void {
+  const stack: Frame[] = [];
+  let inString = false;
+  let escaped = false;
+  let key: number[] | undefined; // the bytes of an object key being read
+  const loc = (upTo: number) => ['body', ...stack.slice(0, upTo).map((f) => (f.array ? f.count - 1 : f.key))];
+  const decodeKey = (bytes: number[]) => {
+    const raw = Buffer.from(bytes).toString('utf8');
+    try { return JSON.parse(`"${raw}"`) as string; } catch { return raw; }
+  };
+  return (chunk) => {
+    for (let i = 0; i < chunk.length; i++) {
+      if (inString) {
+        if (!key && !escaped) {
+          // Inside a value string: skip to its next quote or backslash natively.
+          const quote = chunk.indexOf(0x22, i);
+          const slash = chunk.indexOf(0x5c, i);
+          const next = quote < 0 ? slash : slash < 0 ? quote : Math.min(quote, slash);
+          if (next < 0) return;
+          i = next;
+        }
+        const b = chunk[i]!;
+        if (escaped) escaped = false;
+        else if (b === 0x5c) escaped = true;
+        else if (b === 0x22) {
+          inString = false;
+          if (key) { stack.at(-1)!.key = decodeKey(key); key = undefined; }
+          continue;
+        }
+        if (key && key.length < 256) key.push(b);
+        continue;
+      }
+      const b = chunk[i]!;
+      if (b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09) continue;
+      const top = stack.at(-1);
+      if (top?.expect && b !== 0x5d && b !== 0x7d) { // not `]` or `}`: an entry starts
+        top.expect = false;
+        if (++top.count > maxEntries) {
+          throw new ValidationError([{
+            loc: loc(stack.length - 1), msg: `At most ${maxEntries} entries in one object or list`, type: 'too_long', ctx: { max_length: maxEntries },
+          }]);
+        }
+        if (!top.array && b === 0x22) { inString = true; key = []; continue; }
+      }
+      if (b === 0x22) inString = true;
+      else if (b === 0x7b || b === 0x5b) { // `{` or `[`
+        if (stack.length >= maxDepth) {
+          throw new ValidationError([{ loc: loc(stack.length), msg: `JSON nested deeper than ${maxDepth} levels`, type: 'too_deep', ctx: { max_depth: maxDepth } }]);
+        }
+        stack.push({ array: b === 0x5b, count: 0, key: '', expect: true });
+      } else if (b === 0x7d || b === 0x5d) stack.pop();
+      else if (b === 0x2c && top) top.expect = true;
+    }
   };
 }
 

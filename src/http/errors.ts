@@ -49,10 +49,24 @@ export type ValidationDetail = {
   input?: unknown;
 };
 
+/** A 422 lists at most this many problems; past it, one `too_many_errors` entry says how many. */
+export const MAX_PROBLEMS = 100;
+
+function capped(detail: ValidationDetail[]): ValidationDetail[] {
+  if (detail.length <= MAX_PROBLEMS) return detail;
+  return [
+    ...detail.slice(0, MAX_PROBLEMS),
+    { loc: ['body'], msg: `${detail.length} problems were found; the first ${MAX_PROBLEMS} are listed`, type: 'too_many_errors', ctx: { count: detail.length, listed: MAX_PROBLEMS } },
+  ];
+}
+
 /** A 422 raised by hand (rules zod can't express, such as the assembled message size). */
 export class ValidationError extends Error {
-  constructor(readonly detail: ValidationDetail[]) {
-    super(detail.map((d) => d.msg).join('; '));
+  readonly detail: ValidationDetail[];
+  constructor(detail: ValidationDetail[]) {
+    const listed = capped(detail);
+    super(listed.map((d) => d.msg).join('; '));
+    this.detail = listed;
   }
   toJSON() {
     return { detail: this.detail };

@@ -107,6 +107,9 @@ const schema = z.object({
   RELAY_TLS_KEY: z.string().trim().min(1, 'the path of a PEM private key file').optional(),
   RELAY_ALLOW_PLAINTEXT_AUTH: yesNo.default(false),
   RELAY_MAX_CONNECTIONS: intIn(1, 100_000).default(100),
+  RELAY_MAX_CONNECTIONS_PER_CLIENT: intIn(1, 100_000).default(10),
+  // Compiled templates are kept up to this many MiB (and their text, in the API, as many again).
+  TEMPLATE_CACHE_MB: intIn(1, 4096).default(64),
   // Idle connections are closed after this; tests shorten it.
   RELAY_IDLE_TIMEOUT_SECONDS: intIn(1, 3600).default(60),
 });
@@ -208,6 +211,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
     awsEndpointSes: e.AWS_ENDPOINT_URL_SES,
     awsEndpointS3: e.AWS_ENDPOINT_URL_S3,
     inboundMaxMessageBytes: e.INBOUND_MAX_MESSAGE_BYTES,
+    templateCacheMb: e.TEMPLATE_CACHE_MB,
     /** The SMTP submission relay (§13); off when no port is set. */
     relay: relaySmtpPort === undefined ? undefined : {
       host: e.RELAY_SMTP_HOST ?? host,
@@ -216,6 +220,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
       tls: relayTls,
       allowPlaintextAuth: e.RELAY_ALLOW_PLAINTEXT_AUTH,
       maxConnections: e.RELAY_MAX_CONNECTIONS,
+      maxConnectionsPerClient: e.RELAY_MAX_CONNECTIONS_PER_CLIENT,
       idleTimeoutMs: e.RELAY_IDLE_TIMEOUT_SECONDS * 1000,
     },
   };

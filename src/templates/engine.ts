@@ -51,9 +51,9 @@ type Scope = { top: boolean; blockParams: string[] };
 /**
  * Checks one part of a template against its declared variables: it must parse, use only the
  * built-in helpers, no partials or decorators, and every name it reads from the top-level
- * context must be declared.
+ * context must be declared. Answers the part compiled.
  */
-export function checkSource(part: TemplatePart, source: string, declared: ReadonlySet<string>): void {
+export function checkSource(part: TemplatePart, source: string, declared: ReadonlySet<string>): CompiledPart {
   let ast: hbs.AST.Program;
   try {
     ast = Handlebars.parse(source);
@@ -141,7 +141,7 @@ export function checkSource(part: TemplatePart, source: string, declared: Readon
   program(ast);
   // Compiling catches what the AST alone does not show (helpers Handlebars itself refuses).
   try {
-    env.precompile(source, compileOptions(part));
+    return compilePart(part, source);
   } catch (err) {
     const e = err as { message?: string; lineNumber?: number; column?: number };
     throw new TemplateProblem(part, 'template_syntax', firstLine(e.message ?? 'does not compile').replace(/ - \d+:\d+$/, ''), e.lineNumber ?? 1, (e.column ?? 0) + 1);
@@ -153,61 +153,137 @@ const firstLine = (s: string) => s.split('\n')[0]!;
 /** `{{x}}` escapes in HTML only; subject and text take values as they are. */
 const compileOptions = (part: TemplatePart) => ({ knownHelpersOnly: true, knownHelpers: { log: false }, noEscape: part !== 'html', strict: false });
 
-export type Compiled = (values: Values) => string;
-
-export function compilePart(part: TemplatePart, source: string): Compiled {
-  const fn = env.compile(source, compileOptions(part));
-  return (values) => fn(values, { allowProtoPropertiesByDefault: false, allowProtoMethodsByDefault: false });
-}
-
 /** Rendering went past what a message may hold. */
 export class RenderTooLarge extends Error {
   constructor(readonly sizeBytes: number) { super('rendered output too large'); }
 }
 
 /**
- * The running render's budget. Rendering is synchronous, so one slot is enough. Each `{{#each}}`
- * stops once its own output passes the message limit, and all of them together after
- * MAX_ITERATIONS, so loops nested over the variables end early rather than building output no
- * message could hold.
+ * The running render's budget. Rendering is synchronous, so one slot is enough. Every piece of
+ * output is charged as it is appended (see BudgetCompiler), so a render stops as soon as its
+ * output passes the limit, whatever the template's shape. Loops are also bounded in turns, all of
+ * them together, so loops that produce nothing still end.
  */
-let budget: { limit: number; iterations: number } | undefined;
+let budget: { limit: number; used: number; iterations: number } | undefined;
 const MAX_ITERATIONS = 100_000;
+
+/** Charges one appended piece of output to the running render; called from compiled templates. */
+function charge(piece: unknown): unknown {
+  if (budget) {
+    budget.used += typeof piece === 'string' ? Buffer.byteLength(piece) : Buffer.byteLength(String(piece));
+    if (budget.used > budget.limit) throw new RenderTooLarge(budget.used);
+  }
+  return piece;
+}
+/**
+ * Handlebars' escapeExpression, with the same characters and entities, done with native
+ * replaceAll instead of one JavaScript callback per character: a value dense in `&` escapes
+ * several times faster, and the output budget is reached sooner.
+ */
+const NEEDS_ESCAPE = /[&<>"'`=]/;
+function escapeHtml(value: unknown): string {
+  if (typeof value !== 'string') {
+    if (value && typeof (value as { toHTML?: unknown }).toHTML === 'function') return (value as { toHTML(): string }).toHTML();
+    if (value === null || value === undefined) return '';
+    if (!value) return `${value as string}`;
+    value = `${value as string}`;
+  }
+  const s = value as string;
+  if (!NEEDS_ESCAPE.test(s)) return s;
+  return s.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;')
+    .replaceAll("'", '&#x27;').replaceAll('`', '&#x60;').replaceAll('=', '&#x3D;');
+}
+
+// Reached by compiled code through the helpers object, under a name no template can call:
+// helpers are limited to the built-ins (checkSource), and with knownHelpersOnly a plain {{name}} is
+// a context lookup. An object, not a function, so Handlebars passes it through unwrapped.
+const CHARGE_HELPER = 'budget charge';
+env.registerHelper(CHARGE_HELPER, { charge, escape: escapeHtml } as unknown as Handlebars.HelperDelegate);
+
+/**
+ * Handlebars' code generator with one change: every append to a template's output goes through
+ * `charge` first, except the append of a block's result, whose pieces were charged as the block
+ * built them. So the bytes charged are exactly the bytes output, counted as they accumulate.
+ */
+type Opcode = { opcode: string };
+type CompilerClass = { new (): Record<string, unknown>; prototype: Record<string, unknown> };
+const compilers = env as unknown as { Compiler: CompilerClass; JavaScriptCompiler: CompilerClass };
+const BaseAst = compilers.Compiler;
+const BaseJs = compilers.JavaScriptCompiler;
+class BudgetAst extends BaseAst {}
+Object.assign(BudgetAst.prototype, {
+  compiler: BudgetAst,
+  BlockStatement(this: { opcodes: Opcode[] }, block: unknown) {
+    (BaseAst.prototype.BlockStatement as (b: unknown) => void).call(this, block);
+    const last = this.opcodes.at(-1);
+    if (last?.opcode === 'append') last.opcode = 'appendBlock';
+  },
+});
+class BudgetJs extends BaseJs {}
+Object.assign(BudgetJs.prototype, {
+  compiler: BudgetJs,
+  appendBlock(this: { uncharged?: boolean }) {
+    this.uncharged = true;
+    try {
+      (BaseJs.prototype.append as () => void).call(this);
+    } finally {
+      this.uncharged = false;
+    }
+  },
+  appendEscaped(this: { aliasable(name: string): unknown; popStack(): unknown; pushSource(s: unknown): void; appendToBuffer(...a: unknown[]): unknown }) {
+    this.pushSource(this.appendToBuffer([this.aliasable(`container.helpers[${JSON.stringify(CHARGE_HELPER)}].escape`), '(', this.popStack(), ')']));
+  },
+  appendToBuffer(this: { uncharged?: boolean; aliasable(name: string): unknown }, source: unknown, location: unknown, explicit: unknown) {
+    const wrapped = this.uncharged ? source : [this.aliasable(`container.helpers[${JSON.stringify(CHARGE_HELPER)}].charge`), '(', ...(Array.isArray(source) ? source : [source]), ')'];
+    return (BaseJs.prototype.appendToBuffer as (...a: unknown[]) => unknown).call(this, wrapped, location, explicit);
+  },
+});
+compilers.Compiler = BudgetAst;
+compilers.JavaScriptCompiler = BudgetJs;
+
+export type Compiled = (values: Values) => string;
+
+/**
+ * A part compiled, and what it costs to keep: its source and the generated code, in bytes (the
+ * cache of compiled templates is bounded by this).
+ */
+export type CompiledPart = { fn: Compiled; bytes: number };
+export function compilePart(part: TemplatePart, source: string): CompiledPart {
+  const code = env.precompile(source, compileOptions(part)) as unknown as string;
+  // What env.compile would do, from the generated code, whose size is then known.
+  const spec = new Function(`return ${code}`)() as TemplateSpecification;
+  const fn = env.template(spec);
+  return {
+    fn: (values) => fn(values, { allowProtoPropertiesByDefault: false, allowProtoMethodsByDefault: false }),
+    bytes: source.length + code.length,
+  };
+}
+type TemplateSpecification = Parameters<typeof env.template>[0];
 
 type HelperOptions = { fn: (context: unknown, options?: unknown) => string } & Record<string, unknown>;
 const builtinEach = env.helpers.each as (this: unknown, context: unknown, options: HelperOptions) => string;
 env.registerHelper('each', function (this: unknown, context: unknown, options: HelperOptions) {
   const fn = options?.fn;
   if (!fn) return builtinEach.call(this, context, options);
-  // What this loop has produced so far: it all ends up in the output, so past the limit it stops.
-  let produced = 0;
   return builtinEach.call(this, context, {
     ...options,
     fn: (ctx: unknown, opts?: unknown) => {
       if (budget && ++budget.iterations > MAX_ITERATIONS) throw new RenderTooLarge(budget.limit + 1);
-      const out = fn(ctx, opts);
-      produced += out.length;
-      if (budget && produced > budget.limit) throw new RenderTooLarge(produced);
-      return out;
+      return fn(ctx, opts);
     },
   });
 });
 
 /**
- * Runs compiled parts with a shared budget; `limit` counts characters, a lower bound on bytes.
- * Throws RenderTooLarge past it, and TemplateRuntimeError for anything Handlebars throws.
+ * Runs compiled parts with one shared budget of `limit` bytes of output. Throws RenderTooLarge
+ * as soon as the output passes it, and TemplateRuntimeError for anything Handlebars throws.
  */
 export function renderParts<T extends Partial<Record<TemplatePart, Compiled | null>>>(parts: T, values: Values, limit: number): { [K in keyof T]: string | null } {
-  budget = { limit, iterations: 0 };
+  budget = { limit, used: 0, iterations: 0 };
   try {
     const out = {} as Record<string, string | null>;
-    let total = 0;
     for (const [name, fn] of Object.entries(parts) as [string, Compiled | null | undefined][]) {
-      if (!fn) { out[name] = null; continue; }
-      const s = fn(values);
-      total += s.length;
-      if (total > limit) throw new RenderTooLarge(total);
-      out[name] = s;
+      out[name] = fn ? fn(values) : null;
     }
     return out as { [K in keyof T]: string | null };
   } catch (err) {
@@ -232,6 +308,9 @@ export const isReservedKey = (key: string) => RESERVED_KEYS.has(key);
  * without a prototype. Problems are returned by key: missing (no value, no fallback) or the
  * wrong type.
  */
+/** A string variable's value is at most 100 KB (UTF-8). */
+export const MAX_STRING_VARIABLE_BYTES = 100 * 1024;
+
 export function bindValues(variables: TemplateVariable[], given: Record<string, unknown> | undefined): { values: Values; problems: { key: string; type: string; msg: string }[] } {
   const values = Object.create(null) as Values;
   const problems: { key: string; type: string; msg: string }[] = [];
@@ -248,6 +327,10 @@ export function bindValues(variables: TemplateVariable[], given: Record<string, 
     }
     if (typeof value === 'string' && (value.includes('\0') || LONE_SURROGATE.test(value))) {
       problems.push({ key: v.key, type: 'string_invalid', msg: `Variable ${v.key} must not contain NUL or unpaired surrogate characters` });
+      continue;
+    }
+    if (typeof value === 'string' && Buffer.byteLength(value) > MAX_STRING_VARIABLE_BYTES) {
+      problems.push({ key: v.key, type: 'string_too_long', msg: `Variable ${v.key} is over ${MAX_STRING_VARIABLE_BYTES} bytes` });
       continue;
     }
     values[v.key] = value as string | number;

@@ -7,10 +7,9 @@ import { announceTemplateChange, findPublishedVersion } from './published.ts';
 import { requireProject } from '../projects/service.ts';
 import { mailbox, text, MAX_TEMPLATE_VARIABLES } from '../emails/validate.ts';
 import type { RenderedTemplate, TemplateRenderer } from '../emails/template-send.ts';
-import {
-  bindValues, checkSource, compilePart, isReservedKey, renderParts, RenderTooLarge, TemplateProblem, TemplateRuntimeError, VARIABLE_KEY,
-  type Compiled, type TemplatePart, type TemplateVariable,
-} from './engine.ts';
+import { bindValues, isReservedKey, RenderTooLarge, TemplateRuntimeError, VARIABLE_KEY, type TemplatePart, type TemplateVariable } from './engine.ts';
+import { setTemplateCacheBytes, sourcePart, templateThread, type SourcePart } from './threads.ts';
+import { hasMoreKeysThan } from '../emails/validate.ts';
 import * as q from './queries.ts';
 import { recordAudit } from '../audit/record.ts';
 
@@ -87,20 +86,41 @@ function parse<T extends z.ZodTypeAny>(schema: T, body: unknown): z.infer<T> {
   return parsed.data;
 }
 
-/** Every part checked against the declared variables; all problems at once. */
-function checkParts(parts: Partial<Record<TemplatePart, string | null>>, variables: TemplateVariable[]) {
-  const declared = new Set(variables.map((v) => v.key));
-  const problems: ValidationDetail[] = [];
-  for (const [part, source] of Object.entries(parts) as [TemplatePart, string | null][]) {
-    if (!source) continue;
-    try {
-      checkSource(part, source, declared);
-    } catch (err) {
-      if (!(err instanceof TemplateProblem)) throw err;
-      problems.push(err.detail());
-    }
+/** The parts that have text, each with the key its compiled form is cached by. */
+function sourceParts(parts: Partial<Record<TemplatePart, string | null>>): SourcePart[] {
+  return (Object.entries(parts) as [TemplatePart, string | null][]).filter(([, source]) => source).map(([part, source]) => sourcePart(part, source!));
+}
+
+/**
+ * Every part checked against the declared variables, all problems at once. It runs in the
+ * template thread, which keeps each part compiled: a draft compiles once per text, not per preview.
+ */
+async function checkParts(parts: Partial<Record<TemplatePart, string | null>>, variables: TemplateVariable[]) {
+  const tooMany = (Object.entries(parts) as [TemplatePart, string | null][])
+    .filter(([, source]) => source && moreExpressionsThan(source, MAX_EXPRESSIONS))
+    .map(([part]): ValidationDetail => ({
+      loc: ['body', part], msg: `A template part holds at most ${MAX_EXPRESSIONS} {{…}} expressions`, type: 'too_many_expressions', ctx: { max_expressions: MAX_EXPRESSIONS },
+    }));
+  if (tooMany.length) throw new ValidationError(tooMany);
+  let problems: ValidationDetail[];
+  try {
+    problems = await templateThread().check(sourceParts(parts), variables.map((v) => v.key));
+  } catch (err) {
+    if (!(err instanceof TemplateRuntimeError)) throw err;
+    throw new ValidationError([{ loc: ['body'], msg: `The template could not be compiled: ${err.message}`, type: 'template_too_complex' }]);
   }
   if (problems.length) throw new ValidationError(problems);
+}
+
+/**
+ * Expressions per part. Handlebars' compiler takes about half a second and tens of MB per
+ * thousand of them, so the count is checked first, on the text, and stops at the first one over.
+ */
+export const MAX_EXPRESSIONS = 2000;
+function moreExpressionsThan(source: string, max: number): boolean {
+  let n = 0;
+  for (let at = source.indexOf('{{'); at >= 0; at = source.indexOf('{{', at + 2)) if (++n > max) return true;
+  return false;
 }
 
 /** The alias index's unique violation, as the 422 that names the field. */
@@ -130,7 +150,7 @@ export async function requireTemplate(sql: Sql, projectId: string, idOrAlias: st
 export async function createTemplate(sql: Sql, projectId: string, body: unknown) {
   const input = parse(CreateTemplateRequest, body);
   const variables = variablesOf(input.variables);
-  checkParts({ subject: input.subject, html: input.html, text: input.text }, variables);
+  await checkParts({ subject: input.subject, html: input.html, text: input.text }, variables);
   await requireProject(sql, projectId);
   return aliasTaken(() => insertAudited(sql, {
     id: newId('template'), projectId, name: input.name, alias: input.alias ?? null, draftVersionId: newId('templateVersion'),
@@ -161,7 +181,7 @@ export async function updateTemplate(sql: Sql, projectId: string, idOrAlias: str
     html: input.html ?? current.html,
     text: input.text === undefined ? current.text : input.text,
   };
-  checkParts(merged, variables);
+  await checkParts(merged, variables);
   const row = await aliasTaken(() => sql.begin(async (tx) => {
     const updated = await q.updateDraft(tx, projectId, current.id, {
       name: input.name,
@@ -227,66 +247,81 @@ export async function listTemplateVersions(sql: Sql, projectId: string, idOrAlia
   return { template: t, versions: await q.listVersions(sql, projectId, t.id) };
 }
 
-type CompiledVersion = {
+/** A version as sends use it: what the template gives an email, and its parts' text. */
+type Version = {
   versionId: string;
   templateId: string;
   version: number;
-  parts: { subject: Compiled | null; html: Compiled; text: Compiled | null };
+  parts: SourcePart[];
   from: string | null;
   replyTo: string[];
   variables: TemplateVariable[];
+  bytes: number;
 };
 
-function compile(v: q.TemplateContent & { id: string; templateId: string; version: number }): CompiledVersion {
+function versionOf(v: q.TemplateContent & { id: string; templateId: string; version: number }): Version {
+  const parts = sourceParts({ subject: v.subject, html: v.html, text: v.text });
   return {
-    versionId: v.id,
-    templateId: v.templateId,
-    version: v.version,
-    parts: {
-      subject: v.subject ? compilePart('subject', v.subject) : null,
-      html: compilePart('html', v.html),
-      text: v.text ? compilePart('text', v.text) : null,
-    },
-    from: v.fromAddress,
-    replyTo: v.replyToAddresses,
-    variables: v.variables,
+    versionId: v.id, templateId: v.templateId, version: v.version, parts,
+    from: v.fromAddress, replyTo: v.replyToAddresses, variables: v.variables,
+    bytes: parts.reduce((n, p) => n + p.source.length * 2, 0) + 1024,
   };
 }
 
 /**
- * Compiled published versions by their id. A version never changes once published, so an entry
- * is never stale; the oldest entries go past the bound.
+ * Published versions by their id, up to TEMPLATE_CACHE_MB of text (their compiled forms live in
+ * the template thread, under the same budget). A version never changes once published, so an
+ * entry is never stale; the least recently used go past the budget.
  */
-const CACHE_MAX = 1000;
-const compiled = new Map<string, CompiledVersion>();
+let cacheBytes = 64 * 1024 * 1024;
+let cachedBytes = 0;
+const versions = new Map<string, Version>();
 
-async function compiledVersion(sql: Sql, projectId: string, versionId: string) {
-  const hit = compiled.get(versionId);
-  if (hit) return hit;
+/** TEMPLATE_CACHE_MB: the byte budget of each template cache. */
+export function setTemplateCacheMb(mb: number) {
+  cacheBytes = mb * 1024 * 1024;
+  setTemplateCacheBytes(cacheBytes);
+}
+
+async function publishedVersion(sql: Sql, projectId: string, versionId: string) {
+  const hit = versions.get(versionId);
+  if (hit) {
+    versions.delete(versionId);
+    versions.set(versionId, hit);
+    return hit;
+  }
   const row = await q.getVersionById(sql, projectId, versionId);
   if (!row) return undefined;
-  const entry = compile(row);
-  compiled.set(versionId, entry);
-  if (compiled.size > CACHE_MAX) compiled.delete(compiled.keys().next().value!);
+  const entry = versionOf(row);
+  if (entry.bytes <= cacheBytes && !versions.has(versionId)) {
+    versions.set(versionId, entry);
+    cachedBytes += entry.bytes;
+    for (const [id, v] of versions) {
+      if (cachedBytes <= cacheBytes) break;
+      versions.delete(id);
+      cachedBytes -= v.bytes;
+    }
+  }
   return entry;
 }
 
-/** How many versions are compiled in this process, for tests that check nothing compiles per send. */
-export const compiledVersionCount = () => compiled.size;
+/** How many template parts the template thread has compiled, for tests that check nothing compiles per send. */
+export const templateCompiles = async () => (await templateThread().stats()).compiles;
 
 /**
  * Renders with the declared variables bound. `loc` says where the caller's variables sit in
  * its body: `["body", "template"]` for a send, `["body"]` for the render route.
  */
-function renderWith(v: Pick<CompiledVersion, 'parts' | 'variables'>, given: Record<string, unknown>, limitBytes: number, loc: (string | number)[]) {
+async function renderWith(v: Pick<Version, 'parts' | 'variables'>, given: Record<string, unknown>, limitBytes: number, loc: (string | number)[]) {
   const { values, problems } = bindValues(v.variables, given);
   if (problems.length) throw new ValidationError(problems.map((p) => ({ loc: [...loc, 'variables', p.key], msg: p.msg, type: p.type })));
   try {
-    return renderParts(v.parts, values, limitBytes);
+    const out = await templateThread().render(v.parts, values, limitBytes);
+    return { subject: out.subject ?? null, html: out.html ?? null, text: out.text ?? null };
   } catch (err) {
     if (err instanceof RenderTooLarge) {
       throw new ValidationError([{
-        loc: ['body'], msg: `The rendered message is over ${limitBytes} bytes, the limit (loops stop there, or after 100000 turns)`, type: 'message_too_large',
+        loc: ['body'], msg: `The rendered message is over ${limitBytes} bytes, the limit (rendering stops there, and loops after 100000 turns)`, type: 'message_too_large',
         ctx: { limit_bytes: limitBytes, size_bytes: Math.max(err.sizeBytes, limitBytes + 1) },
       }]);
     }
@@ -305,25 +340,29 @@ export const renderForSend: TemplateRenderer = async (sql, projectId, ref, limit
   if (!found.publishedVersionId) {
     throw new ValidationError([{ loc: ['body', 'template', 'id'], msg: `Template ${ref.id} has never been published; publish it before sending with it`, type: 'template_not_published' }]);
   }
-  const version = await compiledVersion(sql, projectId, found.publishedVersionId);
+  const version = await publishedVersion(sql, projectId, found.publishedVersionId);
   if (!version) throw templateNotFound(['body', 'template', 'id'], ref.id); // deleted in between
-  const out = renderWith(version, ref.variables, limitBytes, ['body', 'template']);
+  const out = await renderWith(version, ref.variables, limitBytes, ['body', 'template']);
   return { templateId: version.templateId, version: version.version, subject: out.subject, html: out.html, text: out.text, from: version.from, replyTo: version.replyTo };
 };
 
 /** Renders without sending: the draft, or a published version by number. */
 export async function renderTemplate(sql: Sql, projectId: string, idOrAlias: string, body: unknown, limitBytes: number) {
+  // Counted before any entry is validated.
+  if (body && typeof body === 'object' && hasMoreKeysThan((body as { variables?: unknown }).variables, MAX_TEMPLATE_VARIABLES)) {
+    throw new ValidationError([{ loc: ['body', 'variables'], msg: `At most ${MAX_TEMPLATE_VARIABLES} variables`, type: 'too_long', ctx: { max_length: MAX_TEMPLATE_VARIABLES } }]);
+  }
   const input = parse(RenderTemplateRequest, body ?? {});
   const t = await requireTemplate(sql, projectId, idOrAlias);
-  let source: Pick<CompiledVersion, 'parts' | 'variables'>;
+  let source: Pick<Version, 'parts' | 'variables'>;
   if (input.version === undefined) {
-    // Drafts change, so they are compiled for each render and never cached.
-    source = compile({ ...t, templateId: t.id, version: t.currentVersion });
+    // The draft: its parts are keyed by their text, so each text compiles once, not per preview.
+    source = versionOf({ ...t, templateId: t.id, version: t.currentVersion });
   } else {
     const v = await q.getVersion(sql, projectId, t.id, input.version);
     if (!v) throw new ValidationError([{ loc: ['body', 'version'], msg: `Template ${t.id} has no published version ${input.version}`, type: 'version_not_found' }]);
-    source = (await compiledVersion(sql, projectId, v.id))!;
+    source = (await publishedVersion(sql, projectId, v.id))!;
   }
-  const out = renderWith(source, input.variables ?? {}, limitBytes, ['body']);
+  const out = await renderWith(source, input.variables ?? {}, limitBytes, ['body']);
   return { subject: out.subject, html: out.html, text: out.text };
 }

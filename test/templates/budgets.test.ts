@@ -1,0 +1,189 @@
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
+import { spawnEntry } from '../helpers/process.ts';
+
+// §18.1: no request blocks the event loop. Each heavy request goes to a real API process while a
+// /healthz loop probes it; every probe must answer within 250 ms, and the API's RSS stay < 400 MB.
+
+const ctx = await createTestContext();
+const { key } = await ctx.tenant();
+// Registered before the spawn, so it runs before the spawn helper's own SIGKILL: SIGTERM lets tsx
+// pass the signal to the API it runs, which then stops (a SIGKILL would orphan it).
+after(async () => {
+  api.child.kill('SIGTERM');
+  await api.exited;
+});
+const api = spawnEntry('src/api.ts', {
+  DATABASE_URL: ctx.url, REDIS_URL: process.env.REDIS_URL || 'redis://127.0.0.1:6379', SECRET_KEY: TEST_SECRET_KEY,
+  PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', API_RATE_LIMIT_PER_MINUTE: '100000',
+});
+const { url } = (await api.logLine('api listening')) as { url: string };
+
+/** The API's RSS in MB: the largest process under the one spawned (tsx runs the API as its child). */
+function apiRssMb(): number {
+  const tree = (pid: number): number[] => {
+    let kids: number[] = [];
+    try {
+      kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+    } catch { /* gone */ }
+    return [pid, ...kids.flatMap(tree)];
+  };
+  let most = 0;
+  for (const pid of tree(api.child.pid!)) {
+    try {
+      const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+      most = Math.max(most, kb / 1024);
+    } catch { /* gone */ }
+  }
+  return most;
+}
+
+/**
+ * Runs `work` while probing /healthz every 50 ms; answers the work's result, the slowest probe
+ * and the largest RSS seen. Probes are bounded in number by the work's own time.
+ */
+async function whileProbing<T>(label: string, work: () => Promise<T>) {
+  // The probes run in a process of their own, so this process's work (building and sending 20 MiB)
+  // never counts as the API's. It probes every 50 ms until its stdin closes, then prints the worst.
+  const prober = spawn(process.execPath, ['-e', `
+    let worst = 0, probes = 0, done = false;
+    process.stdin.on('end', () => { done = true; }).resume();
+    (async () => {
+      // A first probe, not counted: it pays for this process's own start (the connection, the JIT).
+      try { const r = await fetch(${JSON.stringify(url)} + '/healthz'); await r.arrayBuffer(); } catch {}
+      console.log('ready');
+      while (!done && probes < 10000) {
+        const t = performance.now();
+        try { const r = await fetch(${JSON.stringify(url)} + '/healthz', { signal: AbortSignal.timeout(30000) }); await r.arrayBuffer(); } catch {}
+        worst = Math.max(worst, performance.now() - t); probes++;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      console.log(JSON.stringify({ worst, probes }));
+    })();`], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  prober.stdout!.on('data', (d) => { out += d; });
+  const exited = new Promise((resolve) => prober.on('exit', resolve));
+  let rss = apiRssMb();
+  const sampler = setInterval(() => { rss = Math.max(rss, apiRssMb()); }, 50);
+  for (let i = 0; i < 200 && !out.includes('ready'); i++) await new Promise((r) => setTimeout(r, 50));
+  let result: T;
+  try {
+    result = await work();
+  } finally {
+    clearInterval(sampler);
+    prober.stdin!.end();
+    await exited;
+  }
+  const { worst, probes } = JSON.parse(out.slice(out.indexOf('{'))) as { worst: number; probes: number };
+  console.log(JSON.stringify({ request: label, worst_healthz_ms: Math.round(worst), max_rss_mb: Math.round(rss), probes }));
+  return { result, worst, rss };
+}
+
+async function call(path: string, body: unknown, raw?: Buffer) {
+  const res = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: raw ? new Uint8Array(raw) : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: { detail?: { type: string; loc: unknown[] }[]; id?: string } = {};
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: res.status, body: json, text };
+}
+
+function assertResponsive(label: string, m: { worst: number; rss: number }) {
+  assert.ok(m.worst < 250, `${label}: a /healthz probe waited ${m.worst.toFixed(0)} ms`);
+  assert.ok(m.rss < 400, `${label}: the API's RSS reached ${m.rss.toFixed(0)} MB`);
+}
+
+const HEAVY = '{{v}}'.repeat(100_000);
+const AT_CAP = '{{v}}'.repeat(2_000);
+const AMPS = '&'.repeat(2000);
+let templateId = '';
+
+test('a template of 100,000 {{v}} per part is refused at once; one at the cap is rendered and sent with a budget, never blocking the API', { timeout: 300_000 }, async () => {
+  const refused = await whileProbing('create template (100,000 {{v}} in html and text)', () => call('/v1/templates', {
+    name: 'Heavy', from: 'app@acme.test', subject: '{{v}}', html: HEAVY, text: HEAVY, variables: [{ key: 'v', type: 'string' }],
+  }));
+  assert.equal(refused.result.status, 422, refused.result.text.slice(0, 300));
+  assert.deepEqual(refused.result.body.detail!.map((d) => [d.type, d.loc.at(-1)]), [['too_many_expressions', 'html'], ['too_many_expressions', 'text']]);
+  assertResponsive('create refused', refused);
+
+  // 2,000 {{v}} per part, v = 2,000 `&`: 20 MB of escaped html, twice the message limit.
+  const created = await whileProbing('create template (2,000 {{v}} in html and text)', () => call('/v1/templates', {
+    name: 'Heavy', from: 'app@acme.test', subject: '{{v}}', html: AT_CAP, text: AT_CAP, variables: [{ key: 'v', type: 'string' }],
+  }));
+  assert.equal(created.result.status, 201, created.result.text.slice(0, 300));
+  assertResponsive('create', created);
+  templateId = created.result.body.id!;
+
+  const rendered = await whileProbing('render (v = 2,000 &)', () => call(`/v1/templates/${templateId}/render`, { variables: { v: AMPS } }));
+  assert.equal(rendered.result.status, 422);
+  assert.equal(rendered.result.body.detail![0]!.type, 'message_too_large');
+  assertResponsive('render', rendered);
+
+  // A modest value renders whole: the budget stops only output past the limit.
+  const small = await call(`/v1/templates/${templateId}/render`, { variables: { v: 'a' } });
+  assert.equal(small.status, 200);
+
+  assert.equal((await call(`/v1/templates/${templateId}/publish`, {})).status, 200);
+  const sent = await whileProbing('send', () => call('/v1/emails', { to: 'ann@example.net', template: { id: templateId, variables: { v: AMPS } } }));
+  assert.equal(sent.result.status, 422);
+  assert.equal(sent.result.body.detail![0]!.type, 'message_too_large');
+  assertResponsive('send', sent);
+
+  const batch = Array.from({ length: 100 }, () => ({ to: 'ann@example.net', template: { id: templateId, variables: { v: AMPS } } }));
+  const batched = await whileProbing('batch of 100 sends', () => call('/v1/emails/batch', batch));
+  assert.equal(batched.result.status, 422);
+  // At most 100 problems listed, then one too_many_errors.
+  assert.ok(batched.result.body.detail!.length <= 101);
+  assertResponsive('batch', batched);
+});
+
+test('a string variable is at most 100 KB', async () => {
+  const t = await call('/v1/templates', { name: 'Small', html: '<p>{{v}}</p>', variables: [{ key: 'v', type: 'string' }] });
+  const over = await call(`/v1/templates/${t.body.id}/render`, { variables: { v: 'x'.repeat(100 * 1024 + 1) } });
+  assert.equal(over.status, 422);
+  assert.deepEqual(over.body.detail![0]!.loc, ['body', 'variables', 'v']);
+  assert.equal(over.body.detail![0]!.type, 'string_too_long');
+  assert.equal((await call(`/v1/templates/${t.body.id}/render`, { variables: { v: 'x'.repeat(100 * 1024) } })).status, 200);
+});
+
+test('POST /v1/emails with 20 MiB of 1.2 million headers, or of 1.2 million template variables, is refused without blocking', { timeout: 120_000 }, async () => {
+  const entries = (prefix: string) => {
+    const parts: string[] = [];
+    for (let i = 0; i < 1_200_000; i++) parts.push(`"${prefix}${i}":"v"`);
+    return `{${parts.join(',')}}`;
+  };
+  const headers = Buffer.from(`{"from":"app@acme.test","to":"ann@example.net","subject":"s","text":"t","headers":${entries('X-H-')}}`);
+  assert.ok(headers.length > 18 * 1024 * 1024);
+  const h = await whileProbing('POST /v1/emails, 1.2 million headers', () => call('/v1/emails', null, headers));
+  assert.equal(h.result.status, 422);
+  assert.deepEqual(h.result.body.detail![0]!.loc, ['body', 'headers']);
+  assertResponsive('headers', h);
+
+  const variables = Buffer.from(`{"to":"ann@example.net","template":{"id":"${templateId || 'welcome'}","variables":${entries('v')}}}`);
+  const v = await whileProbing('POST /v1/emails, 1.2 million template variables', () => call('/v1/emails', null, variables));
+  assert.equal(v.result.status, 422);
+  assert.deepEqual(v.result.body.detail![0]!.loc, ['body', 'template', 'variables']);
+  assertResponsive('variables', v);
+});
+
+test('a map is counted before its entries are validated, and a 422 lists at most 100 problems', async () => {
+  const headers = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`bad name ${i}`, 'v']));
+  const one = await call('/v1/emails', { from: 'app@acme.test', to: 'ann@example.net', subject: 's', text: 't', headers });
+  assert.equal(one.status, 422);
+  assert.deepEqual(one.body.detail!.map((d) => d.type), ['too_long'], 'one problem: the count, not 51 bad names');
+
+  // 100 items with five problems each: 500 found, 100 listed, then too_many_errors once.
+  const bad = Array.from({ length: 100 }, () => ({ from: 'not an address', to: 'also not', subject: 1, html: 2, cc: 'nope' }));
+  const many = await call('/v1/emails/batch', bad);
+  assert.equal(many.status, 422);
+  const detail = many.body.detail!;
+  assert.equal(detail.length, 101);
+  assert.equal(detail.filter((d) => d.type === 'too_many_errors').length, 1);
+  assert.equal(detail.at(-1)!.type, 'too_many_errors');
+});
