@@ -33,6 +33,8 @@ test('a real browser: changes made in the dashboard and with a key appear on the
   const actions = async () => page.locator('#audit tbody tr td:nth-child(3)').allTextContents();
   assert.deepEqual(await actions(), ['suppression.added', 'api_key.created', 'project.created', 'project.created', 'member.signed_in', 'member.joined']);
   assert.match((await page.locator('#audit tbody tr').first().textContent())!, /api_key: beta key/);
+  // Over a real socket the entry carries the client's address.
+  assert.equal(await page.locator('#audit tbody tr').first().locator('td').nth(6).textContent(), '127.0.0.1');
 
   await page.selectOption('select[name=project]', { label: 'Alpha' });
   await page.click('button:has-text("Filter")');
