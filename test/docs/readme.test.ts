@@ -66,3 +66,13 @@ test('the links between the docs resolve', () => {
     .flatMap((doc) => brokenLinks(path.join(ROOT, 'docs', doc)).map((b) => `docs/${doc}: ${b}`));
   assert.deepEqual(broken, []);
 });
+
+test('every setting the config reads is named in the README and explained in docs/settings.md', () => {
+  const config = readFileSync(path.join(ROOT, 'src/platform/config.ts'), 'utf8');
+  const names = [...config.matchAll(/^  ([A-Z][A-Z0-9_]+):/gm)].map((m) => m[1]!);
+  assert.ok(names.length > 30, `found ${names.length} settings`);
+  const readme = readFileSync(README, 'utf8');
+  const settings = readFileSync(path.join(ROOT, 'docs/settings.md'), 'utf8');
+  assert.deepEqual(names.filter((n) => !readme.includes(`\`${n}\``)), [], 'named in the README');
+  assert.deepEqual(names.filter((n) => !new RegExp(`^\\| [^|]*\`${n}\``, 'm').test(settings)), [], 'a row of docs/settings.md');
+});
