@@ -106,9 +106,6 @@ export async function ingestSesRecord(tx: TxSql, log: Logger, projectId: string,
     reputation,
   });
   if (!eventId) return 'duplicate';
-  // A hard bounce or complaint may cross a pause threshold: checked now, in this transaction, so
-  // the pause commits with the event that caused it and the next claim already sees it.
-  if (reputation) await evaluateReputation(tx, log, projectId);
   if (normalised.deliveredAt) await markDelivered(tx, projectId, emailId, normalised.deliveredAt);
   if (normalised.suppress && normalised.suppress.addresses.length) {
     await addSuppressions(tx, projectId, normalised.suppress.addresses, normalised.suppress.reason, emailId);
@@ -119,5 +116,8 @@ export async function ingestSesRecord(tx: TxSql, log: Logger, projectId: string,
   }
   recordEventIngested(normalised.type);
   log.debug({ projectId, emailId, eventId, type: normalised.type }, 'event recorded');
+  // A hard bounce or complaint may cross a pause threshold: checked last in this transaction, so
+  // the pause commits with the event that caused it, and the next claim of a send sees it.
+  if (reputation) await evaluateReputation(tx, log, projectId);
   return 'recorded';
 }

@@ -5,7 +5,7 @@ import { listConnections, type ProviderConnection } from '../providers/connectio
 import { sesClientFor } from '../providers/ses-client.ts';
 import { recordProjectEvent } from '../events/record.ts';
 import { evaluateAll } from './evaluate.ts';
-import { foldCounters, pauseProjects, projectsOnAccount } from './queries.ts';
+import { foldCounters, pauseProjects, projectsOnAccount, stampPause } from './queries.ts';
 import './metrics.ts';
 
 /**
@@ -53,12 +53,14 @@ export async function applyAccountReading(deps: WorkerDeps, conn: ProviderConnec
       deps.log.warn({ region: conn.region, from, to: reading.enforcementStatus }, 'SES enforcement status of the account changed');
     }
     if (!reading.sendingEnabled) {
-      for (const projectId of await pauseProjects(tx, projects, 'aws_sending_disabled')) {
+      const paused = await pauseProjects(tx, projects, 'aws_sending_disabled');
+      for (const projectId of paused) {
         await recordProjectEvent(tx, projectId, 'project.sending_paused', {
           project_id: projectId, scope: 'account', window: null, kind: null, rate: null, threshold: null, sent: null, events: null, reason: 'aws_sending_disabled',
         });
         deps.log.warn({ projectId, region: conn.region }, 'project paused: SES has disabled sending for its account');
       }
+      await stampPause(tx, paused);
     }
   });
 }

@@ -1,7 +1,7 @@
 import type { Sql, TxSql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import { recordProjectEvent } from '../events/record.ts';
-import { ACTS_FROM, markWarned, pauseProjects, projectsOnAccount, readState, readWindows, type Kind, type ReputationState, type ReputationWindow, type Scope, type WindowName } from './queries.ts';
+import { ACTS_FROM, markWarned, pauseProjects, projectsOnAccount, stampPause, readState, readWindows, type Kind, type ReputationState, type ReputationWindow, type Scope, type WindowName } from './queries.ts';
 
 /** A window over a threshold, as the webhooks' `data` tells it. */
 export type Crossing = { scope: Scope; window: WindowName; kind: Kind; rate: number; threshold: number; sent: number; events: number };
@@ -42,17 +42,18 @@ export async function evaluateReputation(tx: TxSql, log: Logger, projectId: stri
   const windows = await readWindows(tx, projectId);
   // The account's windows cross for its other projects too, even while this one is paused.
   const overAccount = crossing(windows, state, 'pause', ['account']);
-  if (overAccount) await pauseAccountPeers(tx, log, projectId, state.accountId);
-  if (state.pausedAt) return;
-  const over = crossing(windows, state, 'pause', ['project']) ?? overAccount;
+  const peers = overAccount ? await pauseAccountPeers(tx, log, projectId, state.accountId) : [];
+  const over = state.pausedAt ? undefined : crossing(windows, state, 'pause', ['project']) ?? overAccount;
   if (over) {
     const reason = `${over.kind}_rate`;
-    for (const id of await pauseProjects(tx, [projectId], reason)) {
-      await recordProjectEvent(tx, id, 'project.sending_paused', eventData(id, over, reason));
-    }
+    const paused = await pauseProjects(tx, [projectId], reason);
+    for (const id of paused) await recordProjectEvent(tx, id, 'project.sending_paused', eventData(id, over, reason));
     log.warn({ projectId, ...over }, 'project paused: reputation over its pause threshold');
+    await stampPause(tx, [...peers, ...paused]);
     return;
   }
+  await stampPause(tx, peers);
+  if (state.pausedAt) return;
   const warn = crossing(windows, state, 'warn');
   if (await markWarned(tx, projectId, warn !== undefined) && warn) {
     await recordProjectEvent(tx, projectId, 'project.reputation_warning', eventData(projectId, warn));
@@ -62,9 +63,10 @@ export async function evaluateReputation(tx: TxSql, log: Logger, projectId: stri
 
 /**
  * The account's rates crossed: every other project on it whose account windows (counted from its
- * own last resume) cross its own pause threshold is paused too.
+ * own last resume) cross its own pause threshold is paused too. Answers those it paused.
  */
-async function pauseAccountPeers(tx: TxSql, log: Logger, projectId: string, accountId: string) {
+async function pauseAccountPeers(tx: TxSql, log: Logger, projectId: string, accountId: string): Promise<string[]> {
+  const paused: string[] = [];
   for (const peer of await projectsOnAccount(tx, accountId)) {
     if (peer === projectId) continue;
     const state = await readState(tx, peer);
@@ -75,8 +77,10 @@ async function pauseAccountPeers(tx: TxSql, log: Logger, projectId: string, acco
     for (const id of await pauseProjects(tx, [peer], reason)) {
       await recordProjectEvent(tx, id, 'project.sending_paused', eventData(id, over, reason));
       log.warn({ projectId: id, ...over }, 'project paused: its SES account is over the pause threshold');
+      paused.push(id);
     }
   }
+  return paused;
 }
 
 /** Evaluates every connected project that is not paused, each in its own transaction (the periodic sweep). */

@@ -87,6 +87,16 @@ export async function pauseProjects(tx: TxSql, projectIds: string[], reason: str
   return rows.map((r) => r.projectId);
 }
 
+/**
+ * The pause's moment, stamped by the transaction's last statement: what the caller records with
+ * the pause (its webhook event, the audit entry) comes before it, so paused_at is as close to the
+ * commit, when claims start to see the pause, as the database can tell.
+ */
+export async function stampPause(tx: TxSql, projectIds: string[]) {
+  if (projectIds.length === 0) return;
+  await tx`update project_reputation set paused_at = clock_timestamp() where project_id = any(${projectIds}::text[]) and paused_at is not null`;
+}
+
 /** Marks the project warned (true if it was not already) or clears the mark. */
 export async function markWarned(tx: TxSql, projectId: string, warned: boolean): Promise<boolean> {
   const rows = warned

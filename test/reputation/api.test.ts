@@ -139,3 +139,19 @@ test('the windows: 1h from the previous hour, representative back to the last 10
   const ops = await ctx.sql`select scope, "window", sent from ops.reputation where project_id = ${D.projectId} order by scope desc, "window"`;
   assert.deepEqual(ops.map((r) => [r.scope, r.window, Number(r.sent)]), [['project', '1h', 150], ['project', 'representative', 20_500], ['account', '1h', 150], ['account', 'representative', 20_500]]);
 });
+
+test('/metrics: mailroom_reputation_rate{project,kind,window} and mailroom_sending_paused{project}, from the same reading', async () => {
+  const E = await ctx.tenant('E');
+  await connectProvider(ctx.sql, ctx.config, { projectId: E.projectId, region: 'eu-west-1', accessKeyId: 'AKIDMETRICS', secretAccessKey: 's' });
+  await ctx.sql`
+    insert into reputation_counts (project_id, account_id, hour, metric, shard, n)
+    select ${E.projectId}, ses_account_id, date_trunc('hour', now()), m.metric, 0, m.n
+    from provider_connections, (values ('sent', 400), ('bounced', 12), ('complained', 1)) m(metric, n) where project_id = ${E.projectId}`;
+  await ctx.sql`insert into project_reputation (project_id, paused_at, pause_reason) values (${E.projectId}, now(), 'bounce_rate')`;
+  const text = await (await ctx.app.request('/metrics')).text();
+  const value = (name: string) => Number(new RegExp(`^${name.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1]);
+  assert.equal(value(`mailroom_reputation_rate{project="${E.projectId}",kind="bounce",window="1h"}`), 0.03);
+  assert.equal(value(`mailroom_reputation_rate{project="${E.projectId}",kind="complaint",window="representative"}`), 0.0025);
+  assert.equal(value(`mailroom_sending_paused{project="${E.projectId}"}`), 1);
+  assert.equal(value(`mailroom_sending_paused{project="${A.projectId}"}`), 0);
+});

@@ -115,11 +115,15 @@ test('2,000 emails with 6% hard bounces 30 s late: paused with the rest held, an
   assert.equal(perRecipient.size, TOTAL + 1);
   assert.ok([...perRecipient.values()].every((n) => n === 1), 'every email reached SES exactly once');
   // Held mail left in the order it was accepted.
-  const order = await ctx.sql<{ id: string }[]>`
-    select id from emails where project_id = ${t.projectId} and sent_at > ${new Date(resumedAt)} order by sent_at, id`;
+  // An email whose first attempt met a transient error goes back with a backoff: it leaves late
+  // for that reason, not for the resume's order, and is left out of the check.
+  const order = await ctx.sql<{ id: string; sentAt: Date; attemptCount: number }[]>`
+    select id, sent_at, attempt_count from emails
+    where project_id = ${t.projectId} and sent_at > ${new Date(resumedAt)} and attempt_count = 1 order by sent_at, id`;
   const rankById = new Map(order.map((r) => r.id).sort().map((id, i) => [id, i]));
   const displacement = Math.max(...order.map((r, i) => Math.abs(rankById.get(r.id)! - i)));
-  assert.ok(displacement <= CONCURRENCY * 2, `held mail leaves in order (an email at most ${displacement} places from its turn among ${order.length})`);
+  const outOfTurn = order.map((r, i) => ({ i, rank: rankById.get(r.id)!, at: r.sentAt.getTime() - resumedAt, attempts: r.attemptCount })).filter((x) => Math.abs(x.rank - x.i) > CONCURRENCY * 2).slice(0, 8);
+  assert.ok(displacement <= CONCURRENCY * 2, `held mail leaves in order (an email at most ${displacement} places from its turn among ${order.length}; throttled ${ses.stats.throttled}; ${JSON.stringify(outOfTurn)})`);
 
   const peak = ses.peakRecipientsPerSecond();
   assert.ok(peak <= 20, `the SES pace holds after the resume (peak ${peak}/s)`);
