@@ -285,7 +285,7 @@ export async function scale(ctx: BenchContext): Promise<BenchResult> {
     await worker.logLine('worker running', 60_000);
     const quiet = await sendLatency(url, sql, s, 400);
     started = Date.now();
-    const day = await applyRetention(sql, { ...keepAll, retentionDays: 118 }, { now: s.base });
+    const day = await applyRetention(sql, { ...keepAll, retentionDays: 118 });
     const dayS = (Date.now() - started) / 1000;
     process.stderr.write(`bench: scale: retention of the oldest day: ${day.emails_removed} emails in ${round(dayS, 2)} s\n`);
     started = Date.now();
@@ -294,7 +294,7 @@ export async function scale(ctx: BenchContext): Promise<BenchResult> {
     const untilDone = async (settings: { retentionDays: number; bodyRetentionDays: number }) => {
       const total = { emails_removed: 0, bodies_purged: 0, runs: 0 };
       for (let more = true; more;) {
-        const r = await applyRetention(sql, settings, { now: s.base });
+        const r = await applyRetention(sql, settings);
         total.emails_removed += r.emails_removed;
         total.bodies_purged += r.bodies_purged;
         total.runs++;
@@ -307,7 +307,7 @@ export async function scale(ctx: BenchContext): Promise<BenchResult> {
     const monthResult = await month;
     process.stderr.write(`bench: scale: retention of the month past 90 days: ${monthResult.emails_removed} emails in ${round(monthS, 2)} s, ${monthResult.runs} runs\n`);
     started = Date.now();
-    const bodies = await applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 30 }, { now: s.base });
+    const bodies = await applyRetention(sql, { retentionDays: 90, bodyRetentionDays: 30 });
     const bodiesS = (Date.now() - started) / 1000;
     await sql`vacuum analyze`;
     const after = await sizes(sql);

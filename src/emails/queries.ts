@@ -289,6 +289,8 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   trackClicks: boolean | null;
   /** The tracking settings of the sender's domain, when the project has that domain. */
   domainTracking: DomainTracking | null;
+  /** Retention took its html, text and attachments: it must never go out (§18.5). */
+  bodyPurged: boolean;
 };
 
 /**
@@ -336,7 +338,7 @@ export async function claimEmail(
       reply_to_addresses, subject, html, text, headers, attachments, message_id_header, raw_message, lease_owner, tags,
       exists (select 1 from provider_connections pc where pc.project_id = emails.project_id) as has_provider,
       exists (select 1 from suppressions s where s.project_id = emails.project_id) as has_suppressions,
-      track_opens, track_clicks,
+      track_opens, track_clicks, body_purged,
       -- The sender's domain is after the last @ of the validated From mailbox.
       (select json_build_object('openTracking', d.open_tracking, 'clickTracking', d.click_tracking, 'trackingDomain', d.tracking_domain)
        from domains d where d.project_id = emails.project_id

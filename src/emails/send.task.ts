@@ -22,6 +22,7 @@ import { suppressedAmong } from '../suppressions/queries.ts';
 import { listUnsubscribeUrl } from './list-unsubscribe.ts';
 import { prepareSubmitted } from './submitted.ts';
 import { observeSend, recordEmailOutcome } from '../platform/metrics.ts';
+import { EXPIRED_UNSENT } from '../retention/queries.ts';
 
 /** Attempts (about an hour of backoff) before a retryable failure becomes `provider_unavailable`. */
 export const MAX_SEND_ATTEMPTS = 8;
@@ -283,6 +284,13 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
   const { sql, config } = deps;
   const { id: emailId, projectId } = email;
   const log = deps.log.child({ emailId, projectId, attempt: email.attemptCount });
+
+  // An email whose body retention purged (an older release purged unsent mail) would go out blank.
+  if (email.bodyPurged) {
+    await settleFailed(sql, email, EXPIRED_UNSENT, 'Its body was removed by retention (BODY_RETENTION_DAYS) before it could be sent.');
+    log.warn('email failed: its body was purged before it could be sent');
+    return;
+  }
 
   const suppressed = email.hasSuppressions
     ? await suppressedAmong(sql, projectId, [...email.toAddresses, ...email.ccAddresses, ...email.bccAddresses])

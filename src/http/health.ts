@@ -1,5 +1,6 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { pingDatabase } from '../platform/db.ts';
+import { schemaState } from '../platform/schema-version.ts';
 import type { AppEnv } from './context.ts';
 
 const HealthResponse = z.object({ status: z.literal('ok') }).openapi('HealthResponse');
@@ -24,7 +25,7 @@ const readyz = createRoute({
   path: '/readyz',
   tags: ['probes'],
   summary: 'Readiness',
-  description: 'Round-trips PostgreSQL and Redis, one second each. 503 when either does not answer.',
+  description: 'Round-trips PostgreSQL and Redis, one second each. 503 when either does not answer, or while the database schema is behind this build (migrations pending: `database` is false).',
   responses: {
     200: { description: 'Ready.', content: { 'application/json': { schema: ReadinessResponse } } },
     503: { description: 'A dependency is unreachable.', content: { 'application/json': { schema: ReadinessResponse } } },
@@ -35,7 +36,8 @@ export function registerHealthRoutes(app: OpenAPIHono<AppEnv>) {
   app.openapi(healthz, (c) => c.json({ status: 'ok' as const }, 200));
   app.openapi(readyz, async (c) => {
     const { sql, limiter } = c.var.deps;
-    const [database, cache] = await Promise.all([pingDatabase(sql), limiter.ready()]);
+    const [reachable, cache] = await Promise.all([pingDatabase(sql), limiter.ready()]);
+    const database = reachable && (await schemaState(sql)) === 'current';
     const ready = database && cache;
     return c.json({ status: ready ? ('ready' as const) : ('not_ready' as const), dependencies: { database, cache } }, ready ? 200 : 503);
   });

@@ -71,7 +71,9 @@ const schema = z.object({
   SINK_MAX_MESSAGES: intIn(1, 10_000_000).default(5000),
   SINK_MAX_BYTES: intIn(1024 * 1024, Number.MAX_SAFE_INTEGER).default(256 * 1024 * 1024),
   WORKER_CONCURRENCY: intIn(1, 1000).default(8),
-  RETENTION_DAYS: intIn(1, 36_500).default(90),
+  // Above the 30 days scheduled_at may reach ahead, so no email is removed before its time came;
+  // bodies may go sooner, since the purge skips unsent mail (§18.5).
+  RETENTION_DAYS: intIn(31, 36_500).default(90),
   BODY_RETENTION_DAYS: intIn(1, 36_500).default(30),
   // The audit log is kept on its own clock: who changed what outlives the mail it concerned.
   AUDIT_RETENTION_DAYS: intIn(1, 36_500).default(400),
@@ -147,7 +149,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const name = String(issue.path[0]);
-    throw new ConfigError(`${name}: expected ${issue.message}`);
+    const why = name === 'RETENTION_DAYS' ? ', more than the 30 days scheduled_at may reach ahead' : '';
+    throw new ConfigError(`${name}: expected ${issue.message}${why}`);
   }
   const e = parsed.data;
   if (e.EVENT_INGESTION === 'https' && !e.PUBLIC_BASE_URL) {

@@ -124,24 +124,34 @@ const QUEUE_READ_EVERY_MS = 5000;
 type QueueRow = { task: string; state: string; jobs: number };
 let queueSql: Sql | undefined;
 /** The latest reading, or the one under way: undefined rows when the read failed or timed out. */
-let queueReading: { startedAt: number; rows: Promise<QueueRow[] | undefined> } | undefined;
+let queueReading: { startedAt: number; rows: Promise<Reading | undefined> } | undefined;
 
-/** One read of the queue by task and state, given up (and cancelled) after 1 s. */
-async function readQueueOnce(sql: Sql): Promise<QueueRow[] | undefined> {
-  const query = sql<QueueRow[]>`
-    select task_identifier as task,
-           case when locked_at is not null then 'running'
-                when attempts >= max_attempts then 'dead'
-                when run_at > now() then 'scheduled'
-                else 'ready' end as state,
-           count(*)::int as jobs
-    from graphile_worker.jobs group by 1, 2`;
+type RetentionRow = { oldestDayAgeSeconds: number | null; daysAhead: number | null };
+type Reading = { queue: QueueRow[]; retention: RetentionRow | null };
+
+/**
+ * One read of the queue by task and state, and of where retention stands (ops.retention), in one
+ * statement: one round trip, given up (and cancelled) after 1 s.
+ */
+async function readQueueOnce(sql: Sql): Promise<Reading | undefined> {
+  const query = sql<[Reading]>`
+    select coalesce((select json_agg(q) from (
+             select task_identifier as task,
+                    case when locked_at is not null then 'running'
+                         when attempts >= max_attempts then 'dead'
+                         when run_at > now() then 'scheduled'
+                         else 'ready' end as state,
+                    count(*)::int as jobs
+             from graphile_worker.jobs group by 1, 2) q), '[]') as queue,
+           (select json_build_object('oldestDayAgeSeconds', oldest_day_age_seconds, 'daysAhead', days_ahead)
+            from ops.retention) as retention`;
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([
+    const [row] = await Promise.race([
       query,
       new Promise<never>((_, reject) => { timer = setTimeout(() => { query.cancel(); reject(new Error('timeout')); }, QUEUE_READ_TIMEOUT_MS); }),
     ]);
+    return row;
   } catch {
     return undefined;
   } finally {
@@ -154,13 +164,33 @@ async function readQueueOnce(sql: Sql): Promise<QueueRow[] | undefined> {
  * taken or under way. Fifty scrapes at once cost one query, and none waits more than the 1 s a
  * read may take.
  */
-function queueRows(sql: Sql): Promise<QueueRow[] | undefined> {
+function queueRows(sql: Sql): Promise<Reading | undefined> {
   const now = performance.now();
   if (!queueReading || now - queueReading.startedAt >= QUEUE_READ_EVERY_MS) {
     queueReading = { startedAt: now, rows: readQueueOnce(sql) };
   }
   return queueReading.rows;
 }
+
+/** §18.6: how far back the oldest day partition reaches, and how many days ahead are made. */
+new Gauge({
+  name: 'mailroom_retention_oldest_day_age_seconds',
+  help: 'Age of the oldest day partition of emails (from the start of its UTC day), by the database clock (ops.retention).',
+  registers: [registry],
+  async collect() {
+    const row = queueSql && (await queueRows(queueSql))?.retention;
+    if (row?.oldestDayAgeSeconds != null) this.set(row.oldestDayAgeSeconds);
+  },
+});
+new Gauge({
+  name: 'mailroom_partitions_days_ahead',
+  help: 'Days after today (UTC, the database clock) whose partitions are made; accepts need today\'s (ops.retention).',
+  registers: [registry],
+  async collect() {
+    const row = queueSql && (await queueRows(queueSql))?.retention;
+    if (row?.daysAhead != null) this.set(row.daysAhead);
+  },
+});
 
 /**
  * `mailroom_queue_jobs{task,state}`, read from graphile-worker's jobs with one query shared by
@@ -174,7 +204,7 @@ new Gauge({
   registers: [registry],
   async collect() {
     if (!queueSql) return;
-    const rows = await queueRows(queueSql);
+    const rows = (await queueRows(queueSql))?.queue;
     // Keep the last reading when this one failed; the scrape itself still answers.
     if (!rows) return;
     this.reset();

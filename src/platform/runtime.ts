@@ -95,6 +95,22 @@ async function warnIfAutovacuumOff(sql: Sql, log: Logger) {
   }
 }
 
+/** How often a worker waiting for migrations says so and looks again. */
+const MIGRATION_WAIT_MS = 10_000;
+
+/**
+ * A worker started against a database whose schema is behind this build (migrations pending, an
+ * empty database) waits for it, saying every 10 s what to run, instead of failing on the first
+ * query (§18.12). An unreachable database is left to the worker's own start, which waits for it.
+ */
+async function waitForMigrations(sql: Sql, log: Logger) {
+  const { MIGRATE_HINT, schemaState } = await import('./schema-version.ts');
+  while ((await schemaState(sql)) === 'behind') {
+    log.warn({ hint: MIGRATE_HINT }, `database schema is behind this build (migrations pending): ${MIGRATE_HINT}; waiting`);
+    await new Promise((resolve) => setTimeout(resolve, MIGRATION_WAIT_MS));
+  }
+}
+
 export type Running = {
   config: Config;
   sql: Sql;
@@ -159,6 +175,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   }
 
   if (role !== 'api') {
+    if (!config.migrateOnStart) await waitForMigrations(sql, log);
     // A worker alone has no API port, so its metrics get their own listener; it binds before any
     // job is taken, so a taken port stops the process before it has work in flight.
     const metrics = role === 'worker'

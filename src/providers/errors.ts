@@ -5,7 +5,9 @@ export type LastError =
   | 'message_rejected'
   | 'provider_auth_failed'
   | 'sending_paused'
-  | 'provider_unavailable';
+  | 'provider_unavailable'
+  // Retention (§18.5): still unsent after RETENTION_DAYS, or its body purged before it went.
+  | 'expired before it could be sent';
 
 /** What to do about a failed attempt: settle the email as failed, or try again later. */
 export type Classified =

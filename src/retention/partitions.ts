@@ -30,7 +30,6 @@ export const DAY_REMOVAL_WAIT_MS = 30_000;
 /** The lock two runs at once (the worker's and `cli -- retention run`) take in turn to remove days. */
 const REMOVAL_LOCK = 'mailroom: retention removes partition days';
 
-const DAY_MS = 86_400_000;
 const utcDay = (at: Date) => at.toISOString().slice(0, 10);
 
 /** Whether an error is a lock not had within PARTITION_LOCK_TIMEOUT. */
@@ -39,16 +38,24 @@ const isLockTimeout = (err: unknown) => (err as { code?: string }).code === '55P
 const isStatementTimeout = (err: unknown) => (err as { code?: string }).code === '57014';
 
 /**
- * Makes the missing daily partitions from `from` to PARTITION_DAYS_AHEAD days after `now`, one day
- * per transaction. Returns how many tables it created; a day whose locks were not had within
+ * Makes the missing daily partitions from `from` (a day; default today) to
+ * PARTITION_DAYS_AHEAD days after today, one day per transaction, today being the database's.
+ * Returns how many tables it created; a day whose locks were not had within
  * PARTITION_LOCK_TIMEOUT (a day being detached holds its parents) is left for the next call.
  */
-export async function ensurePartitions(sql: Sql, opts: { now?: Date; from?: Date } = {}): Promise<number> {
-  const now = opts.now ?? new Date();
-  const first = opts.from ?? now;
+export async function ensurePartitions(sql: Sql, opts: { from?: string | Date } = {}): Promise<number> {
+  const from = opts.from instanceof Date ? utcDay(opts.from) : opts.from;
+  const days = await sql<{ day: string }[]>`
+    select to_char(d, 'YYYY-MM-DD') as day
+    from generate_series(coalesce(${from ?? null}::date, (now() at time zone 'UTC')::date),
+      (now() at time zone 'UTC')::date + ${PARTITION_DAYS_AHEAD}::int, interval '1 day') d`;
+  return ensureDays(sql, days.map((d) => d.day));
+}
+
+/** Makes the missing partitions of each of `days` (YYYY-MM-DD), one day per transaction. */
+async function ensureDays(sql: Sql, days: string[]): Promise<number> {
   let created = 0;
-  for (let t = Date.parse(utcDay(first)); t <= Date.parse(utcDay(now)) + PARTITION_DAYS_AHEAD * DAY_MS; t += DAY_MS) {
-    const day = utcDay(new Date(t));
+  for (const day of days) {
     try {
       created += await sql.begin(async (tx) => {
         await tx`select set_config('lock_timeout', ${PARTITION_LOCK_TIMEOUT}, true)`;
@@ -60,6 +67,37 @@ export async function ensurePartitions(sql: Sql, opts: { now?: Date; from?: Date
     }
   }
   return created;
+}
+
+/** Whether an error is a row that found no partition of its table (its day was never made). */
+export const isMissingPartition = (err: unknown) =>
+  (err as { code?: string }).code === '23514' && /no partition of relation/.test((err as Error).message ?? '');
+
+/**
+ * Makes the partitions of the days the given ids were made in (ULIDs after their prefix), when a
+ * write found none: no worker ran to make them ahead (§18.7). Bounded: a day at most a week from
+ * the database's today, so a forged id cannot make partitions for arbitrary days.
+ */
+export async function ensurePartitionsForIds(sql: Sql, ids: string[]): Promise<number> {
+  const days = [...new Set(ids.map(idDay).filter((d): d is string => d !== undefined))];
+  const [row] = await sql<[{ days: string[] }]>`
+    select coalesce(array_agg(to_char(d, 'YYYY-MM-DD') order by d), '{}') as days
+    from unnest(${days}::date[]) d
+    where d between (now() at time zone 'UTC')::date - 7 and (now() at time zone 'UTC')::date + 7`;
+  return ensureDays(sql, row.days);
+}
+
+const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+/** The UTC day an id (`prefix_` + ULID) was made, from the ULID's ten time characters. */
+function idDay(id: string): string | undefined {
+  const ulid = id.slice(id.lastIndexOf('_') + 1, id.lastIndexOf('_') + 11);
+  let ms = 0;
+  for (const ch of ulid) {
+    const v = CROCKFORD.indexOf(ch);
+    if (v < 0) return undefined;
+    ms = ms * 32 + v;
+  }
+  return ulid.length === 10 ? utcDay(new Date(ms)) : undefined;
 }
 
 /** The UTC days that have daily partitions in place (none of them being detached), oldest first, as YYYY-MM-DD. */

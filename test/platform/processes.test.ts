@@ -59,7 +59,7 @@ test('MIGRATE_ON_START=yes: two replicas starting together on an empty database 
   const [{ n }] = await sql`select count(*)::int as n from graphile_migrate.migrations` as unknown as [{ n: number }];
   assert.equal(n, COMMITTED_MIGRATIONS);
   const views = await sql`select table_name from information_schema.views where table_schema = 'ops' order by 1`;
-  assert.deepEqual(views.map((v) => v.tableName), ['domains', 'email_pipeline', 'providers', 'queue', 'stuck', 'webhook_health']);
+  assert.deepEqual(views.map((v) => v.tableName), ['domains', 'email_pipeline', 'providers', 'queue', 'reputation', 'retention', 'stuck', 'webhook_health']);
   a.child.kill('SIGTERM');
   b.child.kill('SIGTERM');
   await Promise.all([a.exited, b.exited]);

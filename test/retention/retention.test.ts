@@ -42,6 +42,12 @@ async function events(projectId: string, emailId: string, types: EventType[]) {
   for (const type of types) await recordEvent(sql, { projectId, emailId, type, data: {} });
 }
 
+/** Every email of the projects sent and every webhook delivery delivered, as long after the fact. */
+async function sent(...projectIds: string[]) {
+  await sql`update emails set status = 'sent' where project_id in ${sql(projectIds)}`;
+  await sql`update webhook_deliveries set status = 'delivered' where project_id in ${sql(projectIds)}`;
+}
+
 const age = (id: string, days: number) => sql`update emails set created_at = now() - make_interval(days => ${days}) where id = ${id}`;
 
 /** A table's rows as JSON, without the key's last use (the API's own calls move it). */
@@ -66,6 +72,8 @@ test('retention removes emails past RETENTION_DAYS with their events and deliver
   await age(oldOther, 200);
   await age(edge, 89);
   await age(mid, 31);
+  // Sent long ago and told to the webhooks: unsent mail and pending deliveries stay (§18.5, unsent.test.ts).
+  await sent(a.projectId, b.projectId);
   // As the SMTP relay keeps a submitted message: a body too.
   await sql`update emails set raw_message = ${Buffer.from('Subject: raw\r\n\r\nraw body\r\n')} where id in ${sql([mid, fresh])}`;
   const [oldDeliveries] = await sql`select count(*)::int as n from webhook_deliveries d join events e on e.id = d.event_id where e.email_id = ${old}`;
@@ -135,6 +143,7 @@ test('derived numbers equal direct counts after sends through the worker, provid
 
   await age(ids[0]!, 95);
   await age(ids[1]!, 95);
+  await sent(t.projectId);
   const result = await applyRetention(sql, DEFAULTS);
   assert.equal(result.emails_removed, 2);
   await assertDerivedMatchBaseRows(sql, 'after retention');
@@ -182,6 +191,7 @@ test('a retention step skips what a send holds, and sends, events and accepts ne
   await events(t.projectId, gone, ['email.sent']);
   await age(held, 100);
   await age(gone, 100);
+  await sent(t.projectId);
 
   // A send holding the old email's row: the step passes it by instead of waiting.
   let release!: () => void;
