@@ -107,6 +107,7 @@ test('an email unsent RETENTION_DAYS after its creation fails first, with email.
     await sql`insert into emails (id, project_id, status, from_address, to_addresses, subject, html, text, scheduled_at, created_at)
       values (${ids[status]!}, ${t.projectId}, ${status}, 'a@x.test', ${['b@x.test']}, ${status}, '<p>b</p>', 'b',
         ${status === 'scheduled' ? new Date(at + 30 * DAY_MS) : null}, ${new Date(at)})`;
+    await sql`insert into email_recipients (project_id, address, email_id) values (${t.projectId}, 'b@x.test', ${ids[status]!})`;
   }
   // And one of today whose creation was set back past RETENTION_DAYS, still queued.
   const res = await ctx.call(t.key, '/v1/emails', { method: 'POST', body: { from: 'app@acme.test', to: 'x@example.net', subject: 'today', text: 't' } });
