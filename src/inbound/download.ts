@@ -1,7 +1,7 @@
 import { PassThrough, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Hono } from 'hono';
-import { MailParser, type AttachmentStream, type MessageText } from 'mailparser';
+import type { AttachmentStream, MessageText } from 'mailparser';
 import type { AppEnv } from '../http/context.ts';
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
@@ -30,7 +30,9 @@ export async function openRaw(deps: { sql: Sql; config: Config }, row: ReceivedR
  * The `index`th attachment's decoded bytes, as mailparser yields attachments: the message is
  * parsed again as it streams, the others pass through and are dropped.
  */
-export function extractAttachment(source: Readable, index: number): Promise<Readable | undefined> {
+export async function extractAttachment(source: Readable, index: number): Promise<Readable | undefined> {
+  // Loaded on first use: the API process keeps mailparser out of its start-up.
+  const { MailParser } = await import('mailparser');
   return new Promise((resolve, reject) => {
     const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, keepCidLinks: true, checksumAlgo: false } as never);
     let seen = 0;

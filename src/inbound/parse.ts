@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { MailParser, type AddressObject, type AttachmentStream, type Headers, type MessageText } from 'mailparser';
+import type { AddressObject, AttachmentStream, Headers, MessageText } from 'mailparser';
 import EmailReplyParser from 'email-reply-parser';
 import { declaredType, headerObject, mailboxes } from '../sink/parse.ts';
 
@@ -88,6 +88,8 @@ export function stripReply(text: string | null): string | null {
  * (download.ts). So the largest message costs its bodies' text, not its size.
  */
 export async function parseReceived(source: Readable, newAttachmentId: () => string, maxBytes = Infinity): Promise<ParsedReceived> {
+  // Loaded on first use: the API reaches this only for POST /v1/sink/inbound.
+  const { MailParser } = await import('mailparser');
   const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, keepCidLinks: true, checksumAlgo: false } as never);
   let headers: Headers = new Map();
   let lines: { key: string; line: string }[] = [];

@@ -1,4 +1,4 @@
-import { simpleParser, type AddressObject, type EmailAddress } from 'mailparser';
+import type { AddressObject, EmailAddress } from 'mailparser';
 
 export type ParsedSinkMessage = {
   fromAddress: string;
@@ -48,6 +48,8 @@ export function headerObject(lines: readonly { key: string; line: string }[]): R
  * no cid: links rewritten, so what the API shows is what a receiver would get.
  */
 export async function parseSinkMessage(raw: Buffer, envelope: { from: string; recipients: string[] }): Promise<ParsedSinkMessage> {
+  // Loaded on first use: the API imports this file's address helpers, never the parse itself.
+  const { simpleParser } = await import('mailparser');
   const mail = await simpleParser(raw, {
     skipHtmlToText: true,
     skipTextToHtml: true,
