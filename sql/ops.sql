@@ -17,6 +17,11 @@ group by 1, 2;
 
 -- Every view reads a bounded recent window (stated on each), so it costs the same at a million
 -- emails as at ten thousand; within its window every number is exact.
+--
+-- The views that must read every day partition (a backlog has no age) are each a PL/pgSQL
+-- function's one query: PL/pgSQL keeps a query's plan for the session, so a connection plans it
+-- over the partitions once, not on every call, and its time bounds (now() - …) prune partitions
+-- as it starts.
 
 -- Window: per project and status, the emails created in the last 24 hours that have finished
 -- (sent, failed, canceled), and every email still scheduled, queued or sending whatever its age,
@@ -36,77 +41,98 @@ begin
 end
 $$;
 
-create or replace view ops.email_pipeline as
-with finished as (
-  select * from ops.emails_finished_24h()),
-unfinished as (
-  -- The statuses are constants, so the planner reads them from (project_id, status, id): the
-  -- rows in flight, never the project's history.
-  select p.id as project_id, c.status, c.emails, c.oldest_created_at
-  from projects p
-  cross join lateral (
-    select e.status, count(*) as emails, min(e.created_at) as oldest_created_at
-    from emails e
-    where e.project_id = p.id and e.status in ('scheduled', 'queued', 'sending')
-    group by e.status) c),
-recently_sent as (
-  select p.id as project_id,
-         (select count(*) from emails e where e.project_id = p.id and e.sent_at > now() - interval '5 minutes') as sent_last_5m,
-         (select count(*) from emails e where e.project_id = p.id and e.sent_at > now() - interval '60 minutes') as sent_last_60m
-  from projects p)
-select f.project_id, f.status, f.emails,
-       null::interval as oldest_queued_age,
-       case when f.status = 'sent' then r.sent_last_5m else 0 end as sent_last_5m,
-       case when f.status = 'sent' then r.sent_last_60m else 0 end as sent_last_60m
-from finished f join recently_sent r using (project_id)
-union all
-select u.project_id, u.status, u.emails,
-       case when u.status = 'queued' then now() - u.oldest_created_at end,
-       0::bigint, 0::bigint
-from unfinished u;
+create or replace function ops.email_pipeline_rows() returns table (project_id text, status text, emails bigint, oldest_queued_age interval, sent_last_5m bigint, sent_last_60m bigint)
+language plpgsql stable as $fn$
+#variable_conflict use_column
+begin
+  return query
+    with finished as (
+      select * from ops.emails_finished_24h()),
+    unfinished as (
+      -- The statuses are constants, so the planner reads them from (project_id, status, id): the
+      -- rows in flight, never the project's history.
+      select p.id as project_id, c.status, c.emails, c.oldest_created_at
+      from projects p
+      cross join lateral (
+        select e.status, count(*) as emails, min(e.created_at) as oldest_created_at
+        from emails e
+        where e.project_id = p.id and e.status in ('scheduled', 'queued', 'sending')
+        group by e.status) c),
+    recently_sent as (
+      select p.id as project_id,
+             (select count(*) from emails e where e.project_id = p.id and e.sent_at > now() - interval '5 minutes') as sent_last_5m,
+             (select count(*) from emails e where e.project_id = p.id and e.sent_at > now() - interval '60 minutes') as sent_last_60m
+      from projects p)
+    select f.project_id, f.status, f.emails,
+           null::interval as oldest_queued_age,
+           case when f.status = 'sent' then r.sent_last_5m else 0 end as sent_last_5m,
+           case when f.status = 'sent' then r.sent_last_60m else 0 end as sent_last_60m
+    from finished f join recently_sent r using (project_id)
+    union all
+    select u.project_id, u.status, u.emails,
+           case when u.status = 'queued' then now() - u.oldest_created_at end,
+           0::bigint, 0::bigint
+    from unfinished u;
+end
+$fn$;
+create or replace view ops.email_pipeline as select * from ops.email_pipeline_rows();
 
 -- Window: deliveries created in the last 24 hours (by id, which is time-ordered) for the success
 -- rate and the last error; pending deliveries whatever their age. Deliveries are partitioned by
 -- their email's id, and an event (a click, a late bounce) may come for an email of any day kept,
 -- so every day's partition is read; each is read once for all endpoints, through its index on
 -- (project_id, endpoint_id, id), not once per endpoint.
-create or replace view ops.webhook_health as
-with recent as (
-  select d.endpoint_id,
-         count(*) filter (where d.status = 'delivered') as delivered,
-         count(*) filter (where d.status <> 'pending') as settled
-  from webhook_endpoints e
-  join webhook_deliveries d on d.project_id = e.project_id and d.endpoint_id = e.id
-    and d.id >= mailroom_id_floor('whd_', now() - interval '24 hours')
-  group by d.endpoint_id),
-pending as (
-  select endpoint_id, count(*) as n from webhook_deliveries where status = 'pending' group by endpoint_id)
-select e.project_id,
-       e.id as endpoint_id,
-       e.url,
-       e.status,
-       e.consecutive_failures,
-       coalesce(p.n, 0) as pending_deliveries,
-       round(100.0 * r.delivered / nullif(r.settled, 0), 1) as success_rate_24h_pct,
-       (select d2.error from webhook_deliveries d2
-         where d2.project_id = e.project_id and d2.endpoint_id = e.id
-           and d2.id >= mailroom_id_floor('whd_', now() - interval '24 hours') and d2.error is not null
-         order by d2.id desc limit 1) as last_error
-from webhook_endpoints e
-left join recent r on r.endpoint_id = e.id
-left join pending p on p.endpoint_id = e.id;
+create or replace function ops.webhook_health_rows() returns table (project_id text, endpoint_id text, url text, status text, consecutive_failures integer, pending_deliveries bigint, success_rate_24h_pct numeric, last_error text)
+language plpgsql stable as $fn$
+#variable_conflict use_column
+begin
+  return query
+    with recent as (
+      select d.endpoint_id,
+             count(*) filter (where d.status = 'delivered') as delivered,
+             count(*) filter (where d.status <> 'pending') as settled
+      from webhook_endpoints e
+      join webhook_deliveries d on d.project_id = e.project_id and d.endpoint_id = e.id
+        and d.id >= mailroom_id_floor('whd_', now() - interval '24 hours')
+      group by d.endpoint_id),
+    pending as (
+      select endpoint_id, count(*) as n from webhook_deliveries where status = 'pending' group by endpoint_id)
+    select e.project_id,
+           e.id as endpoint_id,
+           e.url,
+           e.status,
+           e.consecutive_failures,
+           coalesce(p.n, 0) as pending_deliveries,
+           round(100.0 * r.delivered / nullif(r.settled, 0), 1) as success_rate_24h_pct,
+           (select d2.error from webhook_deliveries d2
+             where d2.project_id = e.project_id and d2.endpoint_id = e.id
+               and d2.id >= mailroom_id_floor('whd_', now() - interval '24 hours') and d2.error is not null
+             order by d2.id desc limit 1) as last_error
+    from webhook_endpoints e
+    left join recent r on r.endpoint_id = e.id
+    left join pending p on p.endpoint_id = e.id;
+end
+$fn$;
+create or replace view ops.webhook_health as select * from ops.webhook_health_rows();
 
 -- Window: what is in flight now (emails sending, deliveries pending), never history.
-create or replace view ops.stuck as
-select 'email' as kind, s.project_id, s.id, s.status, now() - s.updated_at as age
-from projects p
-cross join lateral (
-  select e.project_id, e.id, e.status, e.updated_at from emails e
-  where e.project_id = p.id and e.status = 'sending' and e.updated_at < now() - interval '5 minutes') s
-union all
-select 'webhook_delivery', project_id, id, status, now() - next_attempt_at
-from webhook_deliveries
-where status = 'pending' and next_attempt_at < now() - interval '5 minutes';
+create or replace function ops.stuck_rows() returns table (kind text, project_id text, id text, status text, age interval)
+language plpgsql stable as $fn$
+#variable_conflict use_column
+begin
+  return query
+    select 'email' as kind, s.project_id, s.id, s.status, now() - s.updated_at as age
+    from projects p
+    cross join lateral (
+      select e.project_id, e.id, e.status, e.updated_at from emails e
+      where e.project_id = p.id and e.status = 'sending' and e.updated_at < now() - interval '5 minutes') s
+    union all
+    select 'webhook_delivery', project_id, id, status, now() - next_attempt_at
+    from webhook_deliveries
+    where status = 'pending' and next_attempt_at < now() - interval '5 minutes';
+end
+$fn$;
+create or replace view ops.stuck as select * from ops.stuck_rows();
 
 create or replace view ops.domains as
 select project_id, id, value, region, verification_status, dkim_status, mail_from_status,
