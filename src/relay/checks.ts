@@ -48,3 +48,65 @@ export function checkMessageBytes(raw: Buffer, declared: { eightBit: boolean }):
   if (section.fields.length === 0) throw badMessage('Malformed message: it has no header fields');
   return section;
 }
+
+/** The header section's bounds, those of the API's JSON body (§18.2). */
+export const MAX_HEADER_SECTION_BYTES = 256 * 1024;
+export const MAX_HEADER_FIELDS = 1000;
+
+/**
+ * Counts the header section's bytes and fields as the message streams in, and stops counting at
+ * the empty line that ends it. Past either bound it sets `refused` (and ignores the rest): the
+ * message is then read to its end and dropped, and no parser ever sees a header section of two
+ * million fields.
+ */
+export function headerSectionBounds() {
+  let bytes = 0;
+  let fields = 0;
+  let lineLength = 0; // bytes of the current line so far, CR and LF excluded
+  let lastByte = 0; // the current line's last byte so far
+  let lines = 0; // lines ended so far
+  let lineStart = true;
+  let done = false;
+  const state = {
+    refused: undefined as SmtpReply | undefined,
+    chunk: (chunk: Buffer) => {
+      if (done) return;
+      for (let at = 0; at < chunk.length;) {
+        if (lineStart) {
+          const first = chunk[at]!;
+          if (first !== 0x20 && first !== 0x09 && first !== 0x0d && first !== 0x0a && ++fields > MAX_HEADER_FIELDS) {
+            done = true;
+            state.refused = badMessage(`Header section refused: more than ${MAX_HEADER_FIELDS} header fields`);
+            return;
+          }
+          lineStart = false;
+        }
+        const lf = chunk.indexOf(0x0a, at);
+        const end = lf < 0 ? chunk.length : lf + 1;
+        const stop = lf < 0 ? chunk.length : lf;
+        if (stop > at) { lineLength += stop - at; lastByte = chunk[stop - 1]!; }
+        // The same answer checkMessageBytes gives a long line, given before the line is whole.
+        if (lineLength - (lf >= 0 && lastByte === 0x0d ? 1 : 0) > MAX_LINE + (lf < 0 ? 1 : 0)) {
+          done = true;
+          state.refused = badMessage(`Malformed message: header line ${lines + 1} is longer than ${MAX_LINE} characters`);
+          return;
+        }
+        bytes += end - at;
+        if (bytes > MAX_HEADER_SECTION_BYTES) {
+          done = true;
+          state.refused = new SmtpReply(552, '5.3.4', `Header section too large: the limit is ${MAX_HEADER_SECTION_BYTES} bytes`);
+          return;
+        }
+        if (lf < 0) return;
+        // The line ends: an empty one (nothing, or only a CR, before the LF) ends the header section.
+        if (lineLength - (lastByte === 0x0d ? 1 : 0) <= 0) { done = true; return; }
+        lineLength = 0;
+        lastByte = 0;
+        lines++;
+        lineStart = true;
+        at = end;
+      }
+    },
+  };
+  return state;
+}

@@ -6,15 +6,40 @@ import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
 import type { Arrival } from '../platform/group-commit.ts';
 import type { Logger } from '../platform/log.ts';
-import { checkMessageBytes } from './checks.ts';
+import { checkMessageBytes, headerSectionBounds } from './checks.ts';
 import { SmtpReply } from './reply.ts';
 import { readSubmission } from './submission.ts';
-import { readDataStream } from '../sink/data-stream.ts';
 
 export type RelayDeps = { config: Config; sql: Sql; log: Logger; limiter: RateLimiter };
 
 /** Who a relay session authenticated as: an API key, full or sending, and so its project. */
 export type RelayUser = { projectId: string; keyId: string; keyHash: Buffer };
+
+/**
+ * A DATA stream read whole up to `limit` bytes, its header section checked as it streams. Once the
+ * check refuses it or the limit is passed, the rest is read and dropped (the client is still
+ * sending) and the answer is undefined.
+ */
+function readRelayed(stream: SMTPServerDataStream, limit: number, check: ReturnType<typeof headerSectionBounds>): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let dropping = false;
+    stream.on('data', (chunk: Buffer) => {
+      if (dropping) return;
+      size += chunk.length;
+      check.chunk(chunk);
+      if (size > limit || check.refused) {
+        dropping = true;
+        chunks.length = 0;
+        return;
+      }
+      chunks.push(chunk);
+    });
+    stream.once('error', reject);
+    stream.once('end', () => resolve(dropping || stream.sizeExceeded ? undefined : Buffer.concat(chunks, size)));
+  });
+}
 
 /** Whether the client declared 8-bit content on MAIL FROM. */
 function declaresEightBit(session: SMTPServerSession): boolean {
@@ -43,7 +68,10 @@ async function acceptMessage(deps: RelayDeps, stream: SMTPServerDataStream, sess
   // Charged while the message arrives, so the limiter's round trip is not one more wait before
   // the reply. Every message sent counts, an oversized one too.
   const charged = deps.limiter.hit(`project:${user.projectId}`, config.apiRateLimitPerMinute);
-  const [raw, decision] = await Promise.all([readDataStream(stream, config.emailMaxMessageBytes), charged]);
+  const headerCheck = headerSectionBounds();
+  const [raw, decision] = await Promise.all([readRelayed(stream, config.emailMaxMessageBytes, headerCheck), charged]);
+  // Refused as it streamed: the rest was read and dropped, never kept or parsed.
+  if (headerCheck.refused) throw headerCheck.refused;
   if (!raw) throw new SmtpReply(552, '5.3.4', `Message too large: the limit is ${config.emailMaxMessageBytes} bytes`);
   if (!decision.allowed) {
     throw new SmtpReply(451, '4.7.1', `Rate limit exceeded for this project; try again in ${decision.resetSeconds} seconds`);

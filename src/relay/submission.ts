@@ -3,6 +3,7 @@ import addressparser from 'nodemailer/lib/addressparser';
 import { fieldValues, type HeaderSection } from '../emails/submitted.ts';
 import type { Submission } from '../emails/service.ts';
 import { FromAddress, Tags, type EmailTag } from '../emails/validate.ts';
+import { isMailbox } from '../emails/mailbox.ts';
 import { badMessage } from './reply.ts';
 
 const TAGS_HEADER = 'X-Mailroom-Tags';
@@ -18,6 +19,22 @@ function addresses(a: Address): string[] {
 /** The addresses of every field called `name`, lower-cased, as mailparser reads them. */
 function listed(raw: Buffer, section: HeaderSection, name: string): Set<string> {
   return new Set(fieldValues(raw, section, name).flatMap((value) => addressparser(value).flatMap(addresses)));
+}
+
+/** The API's limits on the fields a relayed message shares with `POST /v1/emails`. */
+const MAX_SUBJECT = 998;
+const MAX_REPLY_TO = 50;
+
+/** Reply-To as the API takes it: at most 50 mailboxes, each valid. */
+function replyToAddresses(raw: Buffer, section: HeaderSection): string[] {
+  const fields = fieldValues(raw, section, 'reply-to');
+  if (fields.length > 1) throw badMessage('The message has more than one Reply-To header');
+  if (fields.length === 0) return [];
+  const list: string[] = addressparser(fields[0]!).flatMap(addresses);
+  if (list.length > MAX_REPLY_TO) throw badMessage(`Invalid Reply-To header: more than ${MAX_REPLY_TO} addresses, the API's limit`);
+  const bad = list.find((a) => !isMailbox(a));
+  if (bad !== undefined || list.length === 0) throw badMessage(`Invalid Reply-To header: ${bad === undefined ? 'no address' : `${JSON.stringify(bad.slice(0, 80))} is not a valid address`}`);
+  return [...new Set(list)];
 }
 
 /** The Subject field, its RFC 2047 encoded words decoded. */
@@ -75,7 +92,10 @@ export function readSubmission(raw: Buffer, section: HeaderSection, recipients: 
   const tagList = tags(raw, section);
   const messageId = fieldValues(raw, section, 'message-id')[0] || undefined;
   // It keys the retry dedupe's index, whose entries must stay small.
-  if (messageId && messageId.length > MAX_MESSAGE_ID) throw badMessage(`Invalid Message-ID header: longer than ${MAX_MESSAGE_ID} characters`);
+  if (messageId && Buffer.byteLength(messageId) > MAX_MESSAGE_ID) throw badMessage(`Invalid Message-ID header: longer than ${MAX_MESSAGE_ID} bytes`);
+  const subjectText = storable(subject(raw, section));
+  if (subjectText.length > MAX_SUBJECT) throw badMessage(`Invalid Subject header: longer than ${MAX_SUBJECT} characters unfolded, the API's limit`);
+  const replyTo = replyToAddresses(raw, section);
   const inTo = listed(raw, section, 'to');
   const inCc = listed(raw, section, 'cc');
   const to: string[] = [];
@@ -90,8 +110,8 @@ export function readSubmission(raw: Buffer, section: HeaderSection, recipients: 
     to,
     cc,
     bcc,
-    replyTo: [...listed(raw, section, 'reply-to')],
-    subject: storable(subject(raw, section)),
+    replyTo,
+    subject: subjectText,
     html: null,
     text: null,
     headers: {},

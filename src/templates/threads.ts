@@ -21,7 +21,7 @@ export const sourcePart = (part: TemplatePart, source: string): SourcePart => ({
 /** No single request may hold the thread longer; compiling the largest template takes seconds. */
 const JOB_TIMEOUT_MS = 60_000;
 /** The thread's heap: past it the thread dies and the request is refused, not the process. */
-const THREAD_HEAP_MB = 256;
+const THREAD_HEAP_MB = 128;
 /** Keys this side believes the thread holds, so their sources need not be copied again. */
 const MAX_SHIPPED = 10_000;
 
@@ -44,7 +44,7 @@ class TemplateThread {
   constructor(private readonly cacheBytes: number) {}
 
   #start(): Worker {
-    const worker = new Worker(ENTRY, { workerData: { cacheBytes: this.cacheBytes }, resourceLimits: { maxOldGenerationSizeMb: THREAD_HEAP_MB } });
+    const worker = new Worker(ENTRY, { workerData: { cacheBytes: this.cacheBytes }, resourceLimits: { maxOldGenerationSizeMb: THREAD_HEAP_MB, maxYoungGenerationSizeMb: 16 } });
     worker.on('message', (reply: ThreadReply) => {
       const p = this.#pending.get(reply.id);
       if (!p) return;

@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
 import { spawnEntry } from '../helpers/process.ts';
+import { SmtpSession, emailIdOf } from '../relay/setup.ts';
 
 // §18.1: no request blocks the event loop. Each heavy request goes to a real API process while a
 // /healthz loop probes it; every probe must answer within 250 ms, and the API's RSS stay < 400 MB.
@@ -19,8 +20,10 @@ after(async () => {
 const api = spawnEntry('src/api.ts', {
   DATABASE_URL: ctx.url, REDIS_URL: process.env.REDIS_URL || 'redis://127.0.0.1:6379', SECRET_KEY: TEST_SECRET_KEY,
   PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', API_RATE_LIMIT_PER_MINUTE: '100000',
+  RELAY_SMTP_PORT: '0', RELAY_SMTP_HOST: '127.0.0.1', RELAY_ALLOW_PLAINTEXT_AUTH: 'yes',
 });
 const { url } = (await api.logLine('api listening')) as { url: string };
+const relayPort = ((await api.logLine('smtp relay listening')) as { listeners: { port: number }[] }).listeners[0]!.port;
 
 /** The API's RSS in MB: the largest process under the one spawned (tsx runs the API as its child). */
 function apiRssMb(): number {
@@ -186,4 +189,25 @@ test('a map is counted before its entries are validated, and a 422 lists at most
   assert.equal(detail.length, 101);
   assert.equal(detail.filter((d) => d.type === 'too_many_errors').length, 1);
   assert.equal(detail.at(-1)!.type, 'too_many_errors');
+});
+
+test('four relayed messages of 2 million empty header fields at once are refused as they stream, without blocking', { timeout: 120_000 }, async () => {
+  const { key: relayKey, projectId } = await ctx.tenant('relay-heavy');
+  const heavy = Buffer.from(`${'X:\r\n'.repeat(2_000_000)}From: app@example.com\r\nTo: ann@example.net\r\nSubject: h\r\n\r\nbody\r\n`);
+  const sessions = await Promise.all([0, 1, 2, 3].map(async () => {
+    const s = await SmtpSession.open(relayPort);
+    await s.command('EHLO client.test');
+    assert.match(await s.auth(relayKey), /^235/);
+    return s;
+  }));
+  const sent = await whileProbing('relay: 4 messages of 2 million empty header fields at once', () =>
+    Promise.all(sessions.map((s) => s.send('app@example.com', ['ann@example.net'], heavy))));
+  for (const reply of sent.result) assert.match(reply, /^550 5\.6\.0 Header section refused: more than 1000 header fields/);
+  assertResponsive('relay', sent);
+  // Nothing stored, and each connection takes the next message.
+  const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from emails where project_id = ${projectId}`;
+  assert.equal(n, 0);
+  const next = await sessions[0]!.send('app@example.com', ['ann@example.net'], 'From: app@example.com\r\nTo: ann@example.net\r\nSubject: ok\r\n\r\nbody\r\n');
+  assert.ok(emailIdOf(next), next);
+  for (const s of sessions) s.close();
 });
