@@ -94,8 +94,15 @@ export async function pauseProjects(tx: TxSql, projectIds: string[], reason: str
  */
 export async function stampPause(tx: TxSql, projectIds: string[]) {
   if (projectIds.length === 0) return;
-  await tx`update project_reputation set paused_at = clock_timestamp() where project_id = any(${projectIds}::text[]) and paused_at is not null`;
+  await tx`
+    with stamped as (
+      update project_reputation set paused_at = clock_timestamp() where project_id = any(${projectIds}::text[]) and paused_at is not null
+      returning project_id)
+    select pg_notify(${PAUSED_CHANNEL}, project_id) from stamped`;
 }
+
+/** Each pause is announced here as it commits (a notification is delivered at the commit), with the project id. */
+export const PAUSED_CHANNEL = 'mailroom_reputation_paused';
 
 /** Marks the project warned (true if it was not already) or clears the mark. */
 export async function markWarned(tx: TxSql, projectId: string, warned: boolean): Promise<boolean> {

@@ -117,7 +117,7 @@ test('a crossing pauses at once, warns first, tells endpoints that filter for it
   assert.equal(paused.reason, 'bounce_rate');
 
   const requests = () => receiver.requests.filter((r) => r.path === '/rep-wanted');
-  await waitFor('two project webhooks', () => requests().length >= 2);
+  await waitFor('two project webhooks', () => requests().length >= 2, 60_000);
   const bodies = requests().map((r) => JSON.parse(r.body.toString('utf8')) as { type: string; email_id: unknown; data: Record<string, unknown> });
   assert.deepEqual(bodies.map((b) => b.type), ['project.reputation_warning', 'project.sending_paused']);
   for (const [i, b] of bodies.entries()) {
@@ -128,7 +128,7 @@ test('a crossing pauses at once, warns first, tells endpoints that filter for it
     project_id: t.projectId, scope: 'project', window: '1h', kind: 'bounce', rate: 10 / 250, threshold: 0.04, sent: 250, events: 10, reason: 'bounce_rate',
   });
   // The bounces-only endpoint gets the bounces and none of the project's events.
-  await waitFor('bounce webhooks', () => receiver.requests.filter((r) => r.path === '/rep-bounces').length >= 10);
+  await waitFor('bounce webhooks', () => receiver.requests.filter((r) => r.path === '/rep-bounces').length >= 10, 60_000);
   await new Promise((r) => setTimeout(r, 300));
   assert.ok(receiver.requests.filter((r) => r.path === '/rep-bounces').every((r) => JSON.parse(r.body.toString()).type === 'email.bounced'));
   void bouncesOnly;
@@ -142,8 +142,8 @@ test('a crossing pauses at once, warns first, tells endpoints that filter for it
   const cli = await runCli(['reputation', 'resume', '--project', t.projectId], { DATABASE_URL: ctx.url, SECRET_KEY: TEST_SECRET_KEY, LOG_LEVEL: 'silent' });
   assert.equal(cli.code, 0, cli.stderr);
   assert.deepEqual(JSON.parse(cli.stdout), { project: t.projectId, resumed: true, released: 1 });
-  await waitFor('the held email sent', async () => ((await (await ctx.call(t.key, `/v1/emails/${id}`)).json()) as { status: string }).status === 'sent');
-  await waitFor('the resumed webhook', () => requests().some((r) => JSON.parse(r.body.toString()).type === 'project.sending_resumed'));
+  await waitFor('the held email sent', async () => ((await (await ctx.call(t.key, `/v1/emails/${id}`)).json()) as { status: string }).status === 'sent', 60_000);
+  await waitFor('the resumed webhook', () => requests().some((r) => JSON.parse(r.body.toString()).type === 'project.sending_resumed'), 60_000);
   const audit = await ctx.sql`select actor_type, action, changes from audit_log where project_id = ${t.projectId} and action like 'reputation.%' order by id`;
   assert.deepEqual(audit.map((r) => [r.actorType, r.action, r.changes]), [
     ['system', 'reputation.paused', { paused: true, reason: 'bounce_rate' }],
