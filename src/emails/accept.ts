@@ -1,6 +1,7 @@
 import type { Sql } from '../platform/db.ts';
 import { GroupCommit, groupCommitPerPool, type Arrival } from '../platform/group-commit.ts';
 import { emailExists, insertQueuedEmails, type NewEmail } from './queries.ts';
+import { withDayPartitions } from '../retention/partitions.ts';
 
 /**
  * Records a queued email and its job, sharing the transaction with the sends accepted at the same
@@ -20,7 +21,7 @@ export function announceQueued(sql: Sql): Arrival {
 
 const committerFor = groupCommitPerPool((sql) => new GroupCommit<NewEmail, string>(
   async (emails) => {
-    await insertQueuedEmails(sql, emails);
+    await withDayPartitions(sql, emails.map((e) => e.id), () => insertQueuedEmails(sql, emails));
     return emails.map((e) => e.id);
   },
   // Up to four batches in flight: at 32 connections, p99 fell from about 27 to 24 ms against two.
@@ -39,7 +40,7 @@ const committerFor = groupCommitPerPool((sql) => new GroupCommit<NewEmail, strin
  */
 async function writeAlone(sql: Sql, email: NewEmail): Promise<string> {
   try {
-    await insertQueuedEmails(sql, [email]);
+    await withDayPartitions(sql, [email.id], () => insertQueuedEmails(sql, [email]));
   } catch (err) {
     if (await emailExists(sql, email.projectId, email.id).catch(() => false)) return email.id;
     throw err;

@@ -13,6 +13,7 @@ import { renderSend, type TemplateRenderer } from './template-send.ts';
 import { ValidationError, type ValidationDetail } from '../http/errors.ts';
 import { bareAddress } from '../suppressions/address.ts';
 import { trackingDomainOf } from '../domains/queries.ts';
+import { withDayPartitions } from '../retention/partitions.ts';
 
 /**
  * Sending, as every API surface does it (`/v1` and the Resend-compatible `/resend`): validation,
@@ -71,10 +72,10 @@ export async function sendEmail(deps: SendDeps, projectId: string, idempotencyKe
       const ready = await renderSend(deps, projectId, send);
       await assertTrackable(deps, projectId, [ready], () => ['body']);
       await assertMessageSize(ready, id, projectId, config);
-      accepted = await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
+      accepted = await withDayPartitions(sql, [id], () => acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
         await q.insertQueuedEmails(tx, [{ id, projectId, ...ready }]);
         return [id];
-      });
+      }));
     }
   }
   return { id: accepted.emailIds[0]!, status: statusOf(send), replayed: accepted.replayed };
@@ -87,10 +88,10 @@ export async function sendBatch(deps: SendDeps, projectId: string, idempotencyKe
   await assertTrackable(deps, projectId, emails, (i) => ['body', i]);
   const print = batchFingerprint(sends);
   const accepted = (idempotencyKey === undefined ? undefined : await findReplay(sql, projectId, idempotencyKey, print))
-    ?? await acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
+    ?? await withDayPartitions(sql, emails.map((e) => e.id), () => acceptOnce(sql, projectId, idempotencyKey, print, async (tx) => {
       await q.insertQueuedEmails(tx, emails);
       return emails.map((e) => e.id);
-    });
+    }));
   const now = Date.now();
   return { data: accepted.emailIds.map((id, i) => ({ id, status: statusOf(sends[i]!, now) })), replayed: accepted.replayed };
 }

@@ -87,6 +87,20 @@ export async function ensurePartitionsForIds(sql: Sql, ids: string[]): Promise<n
   return ensureDays(sql, row.days);
 }
 
+/**
+ * Runs `write` (emails `ids` about to be inserted, in a transaction of its own); if it failed for a
+ * day with no partition (no worker ran for days to make them), makes that day's partitions and
+ * runs it once more, so accepts never depend on a worker's upkeep (§18.7).
+ */
+export async function withDayPartitions<T>(sql: Sql, ids: string[], write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (!isMissingPartition(err) || (await ensurePartitionsForIds(sql, ids)) === 0) throw err;
+    return write();
+  }
+}
+
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 /** The UTC day an id (`prefix_` + ULID) was made, from the ULID's ten time characters. */
 function idDay(id: string): string | undefined {
