@@ -75,7 +75,7 @@ export async function track(ctx: BenchContext): Promise<BenchResult> {
       select id, ${projectId}, 'sent', 'shop@shop.example', ${['reader@example.com']}::text[], 'Receipt',
         ${LINKS.map((l) => `<a href="${l}">x</a>`).join('')}, 'x', ${LINKS}::text[], now()
       from unnest(${emailIds}::text[]) as id`;
-    const paths = emailIds.map((emailId, i) => `/t/c/${signTrackingToken(SECRET_KEY, 'click', { projectId, emailId, link: i % LINKS.length })}`);
+    const paths = emailIds.map((emailId, i) => `/t/c/${signTrackingToken(SECRET_KEY, 'click', { projectId, emailId, link: i % LINKS.length }, '127.0.0.1')}`);
     let run: WrkRun;
     let answered: number;
     let accept: WrkRun;

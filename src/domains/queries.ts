@@ -64,6 +64,19 @@ export async function trackingDomainOf(sql: Sql, projectId: string, value: strin
   return row?.trackingDomain ?? undefined;
 }
 
+/**
+ * Why a project may not use `host` as a tracking domain (§18.11), or undefined when it may: it must
+ * be a subdomain of one of the project's own domains, and no other project's. Takes a transaction
+ * lock on the host name, so two projects claiming one at once are told apart.
+ */
+export async function trackingDomainRefusal(tx: TxSql, projectId: string, host: string): Promise<'not_own' | 'taken' | undefined> {
+  await tx`select pg_advisory_xact_lock(hashtext(${`mailroom: tracking domain ${host}`}))`;
+  const [row] = await tx<[{ own: boolean; taken: boolean }]>`
+    select exists (select 1 from domains where project_id = ${projectId} and right(${host}, length(value) + 1) = '.' || value) as own,
+           exists (select 1 from domains where tracking_domain = ${host} and project_id <> ${projectId}) as taken`;
+  return !row.own ? 'not_own' : row.taken ? 'taken' : undefined;
+}
+
 export type TrackingChange = { openTracking?: boolean; clickTracking?: boolean; trackingDomain?: string | null };
 
 /**

@@ -5,7 +5,7 @@ import { SECURITY } from '../http/security.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { DomainList, DomainResponse, UpdateDomainRequest, toDomainResponse } from './schemas.ts';
 import { findDomain, listDomains } from './queries.ts';
-import { TrackingUnavailable, updateDomainTracking } from './service.ts';
+import { TrackingDomainRefused, TrackingUnavailable, updateDomainTracking } from './service.ts';
 import { normaliseDomainName } from './names.ts';
 
 const list = createRoute({
@@ -86,6 +86,9 @@ export function registerDomainRoutes(app: OpenAPIHono<AppEnv>) {
       });
       return c.json(toDomainResponse(row), 200);
     } catch (err) {
+      if (err instanceof TrackingDomainRefused) {
+        throw new ValidationError([{ loc: ['body', 'tracking_domain'], msg: err.message, type: 'value_error' }]);
+      }
       if (err instanceof TrackingUnavailable) {
         throw new ValidationError(err.fields.map((f) => ({ loc: ['body', f], msg: err.message, type: 'tracking_unavailable' })));
       }

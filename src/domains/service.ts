@@ -111,6 +111,15 @@ export class TrackingUnavailable extends ServiceError {
   }
 }
 
+/** A tracking domain outside the project's own domains, or another project's (§18.11). */
+export class TrackingDomainRefused extends ServiceError {
+  constructor(host: string, why: 'not_own' | 'taken') {
+    super('invalid_input', why === 'not_own'
+      ? `tracking domain ${host} must be a subdomain of one of the project's own domains`
+      : `tracking domain ${host} is used by another project`);
+  }
+}
+
 /**
  * Switches open and click tracking for mail from the domain, and sets or clears its tracking
  * host (§15.1). Fields not given stay as they are. Switching on with neither a tracking domain
@@ -126,7 +135,11 @@ export async function updateDomainTracking(sql: Sql, config: Config, projectId: 
     : normaliseDomainName(change.trackingDomain, 'tracking domain');
   const owner = projectId ?? (await q.findDomainProject(sql, domainId));
   if (!owner) throw new ServiceError('not_found', `domain ${domainId} not found`);
+  if (trackingDomain && !(await q.findDomain(sql, owner, domainId))) throw new ServiceError('not_found', `domain ${domainId} not found`);
   const row = await sql.begin(async (tx) => {
+    // Open and click tokens answer only on the host they were made for, so that host must be ours alone.
+    const refusal = trackingDomain ? await q.trackingDomainRefusal(tx, owner, trackingDomain) : undefined;
+    if (refusal) throw new TrackingDomainRefused(trackingDomain!, refusal);
     const updated = await q.updateTracking(tx, owner, domainId, { ...change, trackingDomain }, Boolean(config.publicBaseUrl));
     if (updated) {
       await recordAudit(tx, {

@@ -30,6 +30,9 @@ async function linkUrl(sql: Sql, target: TrackingTarget): Promise<string | undef
   return url;
 }
 
+/** The host a tracking request came to (as the client asked for it): a token answers only on its own. */
+const requestHost = (c: Context<AppEnv>) => c.req.header('host') ?? new URL(c.req.url).host;
+
 const notFound = (c: Context<AppEnv>) => c.body('Not found\n', 404, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' });
 
 /**
@@ -42,7 +45,7 @@ const notFound = (c: Context<AppEnv>) => c.body('Not found\n', 404, { 'content-t
 export function registerTrackingRoutes(app: Hono<AppEnv>) {
   app.get('/t/c/:token', async (c) => {
     const { config, sql, log } = c.var.deps;
-    const target = verifyTrackingToken(config.secretKey, 'click', c.req.param('token'));
+    const target = verifyTrackingToken(config.secretKey, 'click', c.req.param('token'), requestHost(c));
     if (!target) return notFound(c);
     // Only a URL stored for this email at send time: the route is never an open redirect.
     const url = await linkUrl(sql, target);
@@ -59,7 +62,7 @@ export function registerTrackingRoutes(app: Hono<AppEnv>) {
 
   app.get('/t/o/:token', (c) => {
     const { config, sql, log } = c.var.deps;
-    const target = verifyTrackingToken(config.secretKey, 'open', c.req.param('token'));
+    const target = verifyTrackingToken(config.secretKey, 'open', c.req.param('token'), requestHost(c));
     if (!target) return notFound(c);
     if (c.req.method === 'GET') {
       const agent = c.req.header('user-agent');

@@ -38,11 +38,13 @@ export function htmlForSending(deps: Pick<WorkerDeps, 'config' | 'sql'>): HtmlFo
       return undefined;
     }
     const target = { projectId: email.projectId, emailId: email.id };
+    // Each token answers only on the host its link points at.
+    const host = new URL(base).host;
     // Mailroom's own unsubscribe link must work as sent, and must not count as a click.
     const unsubscribe = [config.publicBaseUrl, base].filter(Boolean).map((b) => `${b}/unsubscribe/`);
     const result = await rewriteHtml(email.html, {
-      clickUrl: clicks ? (link) => `${base}/t/c/${signTrackingToken(config.secretKey, 'click', { ...target, link })}` : undefined,
-      openUrl: opens ? `${base}/t/o/${signTrackingToken(config.secretKey, 'open', { ...target, link: 0 })}` : undefined,
+      clickUrl: clicks ? (link) => `${base}/t/c/${signTrackingToken(config.secretKey, 'click', { ...target, link }, host)}` : undefined,
+      openUrl: opens ? `${base}/t/o/${signTrackingToken(config.secretKey, 'open', { ...target, link: 0 }, host)}` : undefined,
       exempt: (url) => unsubscribe.some((prefix) => url.startsWith(prefix)),
     });
     if ('untracked' in result) {

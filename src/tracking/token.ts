@@ -9,8 +9,9 @@ import { ID_PREFIX } from '../platform/ids.ts';
  *
  *   project ULID (16 bytes) | email ULID (16) | link position (uint16) | HMAC-SHA256, first 12 bytes
  *
- * The kind (click or open) is not in the token but in the MAC's input, so an open token is not
- * a click token for link 0.
+ * The kind (click or open) and the host the link was made for (the domain's tracking_domain or
+ * PUBLIC_BASE_URL's) are not in the token but in the MAC's input, so an open token is not a click
+ * token for link 0, and a token answers only on its own host (§18.11).
  */
 export type TrackingKind = 'click' | 'open';
 export type TrackingTarget = { projectId: string; emailId: string; link: number };
@@ -47,11 +48,16 @@ function ulidString(bytes: Buffer): string {
   return out;
 }
 
-function mac(secretKey: string, kind: TrackingKind, body: Buffer): Buffer {
-  return createHmac('sha256', deriveKey(secretKey, 'tracking-tokens')).update(kind).update(body).digest().subarray(0, MAC_BYTES);
+/** A host as the MAC takes it: lower case, no port, no trailing dot. */
+const hostKey = (host: string) => host.toLowerCase().replace(/:\d+$/, '').replace(/\.$/, '');
+
+function mac(secretKey: string, kind: TrackingKind, host: string, body: Buffer): Buffer {
+  return createHmac('sha256', deriveKey(secretKey, 'tracking-tokens')).update(kind).update('\0').update(hostKey(host)).update('\0')
+    .update(body).digest().subarray(0, MAC_BYTES);
 }
 
-export function signTrackingToken(secretKey: string, kind: TrackingKind, target: TrackingTarget): string {
+/** A token for `target`, good only on `host` (the host name of the links' base). */
+export function signTrackingToken(secretKey: string, kind: TrackingKind, target: TrackingTarget, host: string): string {
   const project = ulidBytes(target.projectId.slice(ID_PREFIX.project.length));
   const email = ulidBytes(target.emailId.slice(ID_PREFIX.email.length));
   if (!project || !email || !Number.isInteger(target.link) || target.link < 0 || target.link > MAX_LINK_POSITION) {
@@ -60,17 +66,20 @@ export function signTrackingToken(secretKey: string, kind: TrackingKind, target:
   const position = Buffer.alloc(2);
   position.writeUInt16BE(target.link);
   const body = Buffer.concat([project, email, position]);
-  return Buffer.concat([body, mac(secretKey, kind, body)]).toString('base64url');
+  return Buffer.concat([body, mac(secretKey, kind, host, body)]).toString('base64url');
 }
 
-/** The target of a genuine token, or undefined for anything altered, truncated, too long or not base64url. */
-export function verifyTrackingToken(secretKey: string, kind: TrackingKind, token: string): TrackingTarget | undefined {
+/**
+ * The target of a genuine token requested on the host it was made for, or undefined for anything
+ * altered, truncated, too long, not base64url, or asked for on another host.
+ */
+export function verifyTrackingToken(secretKey: string, kind: TrackingKind, token: string, host: string): TrackingTarget | undefined {
   if (token.length !== TOKEN_LENGTH || !TOKEN.test(token)) return undefined;
   const raw = Buffer.from(token, 'base64url');
   // The last character carries spare bits: only the one spelling of the bytes is genuine.
   if (raw.length !== BODY_BYTES + MAC_BYTES || raw.toString('base64url') !== token) return undefined;
   const body = raw.subarray(0, BODY_BYTES);
-  if (!timingSafeEqual(raw.subarray(BODY_BYTES), mac(secretKey, kind, body))) return undefined;
+  if (!timingSafeEqual(raw.subarray(BODY_BYTES), mac(secretKey, kind, host, body))) return undefined;
   return {
     projectId: ID_PREFIX.project + ulidString(body.subarray(0, 16)),
     emailId: ID_PREFIX.email + ulidString(body.subarray(16, 32)),

@@ -134,6 +134,8 @@ test('CLI: domain update switches tracking and sets the tracking domain; a refus
 test('a templated send is tracked as rendered: its from (the template\'s) picks the domain and its base', async () => {
   const t = await ctx.tenant();
   const id = await domainFor(t.projectId, 'shop.example');
+  // Another test's project set it first: no two projects share a tracking domain (§18.11).
+  await ctx.sql`update domains set tracking_domain = null where tracking_domain = 'track.shop.example'`;
   assert.equal((await patch(t.key, id, { tracking_domain: 'track.shop.example' })).status, 200);
   const made = await ctx.call(t.key, '/v1/templates', { method: 'POST', body: {
     name: 'Sale', alias: 'sale', from: 'Shop <news@shop.example>', subject: 'Sale for {{name}}',

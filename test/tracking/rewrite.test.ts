@@ -110,20 +110,22 @@ test('trackableUrl: what a browser would follow, normalised, for http and https 
 test('tokens: 62 characters naming project, email and position; any other string does not verify', () => {
   const secret = 'k'.repeat(40);
   const target = { projectId: newId('project'), emailId: newId('email'), link: 513 };
-  const token = signTrackingToken(secret, 'click', target);
+  const token = signTrackingToken(secret, 'click', target, 'T.example:443');
   assert.equal(token.length, TOKEN_LENGTH);
   assert.equal(TOKEN_LENGTH, 62);
-  assert.deepEqual(verifyTrackingToken(secret, 'click', token), target);
-  assert.equal(verifyTrackingToken(secret, 'open', token), undefined, 'a click token is not an open token');
-  assert.equal(verifyTrackingToken('j'.repeat(40), 'click', token), undefined, 'another SECRET_KEY');
+  assert.deepEqual(verifyTrackingToken(secret, 'click', token, 't.example'), target);
+  assert.equal(verifyTrackingToken(secret, 'click', token, 'evil.example'), undefined, 'another host');
+  assert.equal(verifyTrackingToken(secret, 'click', token, 't.example.evil.example'), undefined, 'another host');
+  assert.equal(verifyTrackingToken(secret, 'open', token, 't.example'), undefined, 'a click token is not an open token');
+  assert.equal(verifyTrackingToken('j'.repeat(40), 'click', token, 't.example'), undefined, 'another SECRET_KEY');
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
   for (let i = 0; i < token.length; i++) {
     for (const ch of [alphabet[(alphabet.indexOf(token[i]!) + 1) % 64]!, alphabet[(alphabet.indexOf(token[i]!) + 33) % 64]!]) {
-      assert.equal(verifyTrackingToken(secret, 'click', token.slice(0, i) + ch + token.slice(i + 1)), undefined, `position ${i}`);
+      assert.equal(verifyTrackingToken(secret, 'click', token.slice(0, i) + ch + token.slice(i + 1), 't.example'), undefined, `position ${i}`);
     }
   }
   for (const bad of [token.slice(0, -1), `${token}A`, '', 'é'.repeat(62), `${token.slice(0, 60)}==`, 'A'.repeat(1_000_000)]) {
-    assert.equal(verifyTrackingToken(secret, 'click', bad), undefined);
+    assert.equal(verifyTrackingToken(secret, 'click', bad, 't.example'), undefined);
   }
 });
 

@@ -99,12 +99,12 @@ test('off by default, and a send may switch one of the two alone', async () => {
 });
 
 test('GET /t/c/<token> answers 302 to the stored URL; GET /t/o/<token> a 43-byte GIF, not cached; HEAD records nothing', async () => {
-  const head = await ctx.app.request(`/t/c/${tracked.clickTokens[1]}`, { method: 'HEAD' });
+  const head = await ctx.app.request(`${BASE}/t/c/${tracked.clickTokens[1]}`, { method: 'HEAD' });
   assert.equal(head.status, 302);
-  const headOpen = await ctx.app.request(`/t/o/${tracked.openToken}`, { method: 'HEAD' });
+  const headOpen = await ctx.app.request(`${BASE}/t/o/${tracked.openToken}`, { method: 'HEAD' });
   assert.equal(headOpen.status, 200);
 
-  const open = await ctx.app.request(`/t/o/${tracked.openToken}`, { headers: { 'user-agent': 'Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 (via ggpht.com GoogleImageProxy)' } });
+  const open = await ctx.app.request(`${BASE}/t/o/${tracked.openToken}`, { headers: { 'user-agent': 'Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 (via ggpht.com GoogleImageProxy)' } });
   assert.equal(open.status, 200);
   assert.equal(open.headers.get('content-type'), 'image/gif');
   assert.equal(open.headers.get('cache-control'), 'no-store');
@@ -114,7 +114,7 @@ test('GET /t/c/<token> answers 302 to the stored URL; GET /t/o/<token> a 43-byte
 
   const agent = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_0) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Safari/605.1.15';
   for (const [i, url] of ORIGINAL_URLS.entries()) {
-    const click = await ctx.app.request(`/t/c/${tracked.clickTokens[i]}`, { headers: { 'user-agent': agent, 'x-forwarded-for': '203.0.113.9' } });
+    const click = await ctx.app.request(`${BASE}/t/c/${tracked.clickTokens[i]}`, { headers: { 'user-agent': agent, 'x-forwarded-for': '203.0.113.9' } });
     assert.equal(click.status, 302);
     assert.equal(click.headers.get('location'), url);
     assert.equal(click.headers.get('cache-control'), 'no-store');
@@ -147,8 +147,8 @@ test('GET /t/c/<token> answers 302 to the stored URL; GET /t/o/<token> a 43-byte
 
 test('the first open and click stay the email\'s opened_at and clicked_at', async () => {
   const [before] = await ctx.sql<[{ openedAt: Date; clickedAt: Date }]>`select opened_at, clicked_at from emails where id = ${tracked.id} and project_id = ${projectId}`;
-  await ctx.app.request(`/t/o/${tracked.openToken}`);
-  await ctx.app.request(`/t/c/${tracked.clickTokens[0]}`);
+  await ctx.app.request(`${BASE}/t/o/${tracked.openToken}`);
+  await ctx.app.request(`${BASE}/t/c/${tracked.clickTokens[0]}`);
   await waitFor('the second open', async () => {
     const [r] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from events where email_id = ${tracked.id} and project_id = ${projectId} and type = 'email.opened'`;
     return r.n >= 2;
@@ -183,7 +183,7 @@ test('an email records at most 100 opens: past them the pixel still answers, and
 
   const unrecorded = async () => Number((await (await ctx.app.request('/metrics')).text()).match(/^mailroom_tracking_hits_unrecorded_total (\d+)/m)?.[1] ?? 0);
   const before = await unrecorded();
-  const res = await ctx.app.request(`/t/o/${token}`);
+  const res = await ctx.app.request(`${BASE}/t/o/${token}`);
   assert.equal(res.status, 200);
   assert.equal(res.headers.get('content-type'), 'image/gif');
   await waitFor('the hit counted as unrecorded', async () => (await unrecorded()) > before);
@@ -193,7 +193,7 @@ test('an email records at most 100 opens: past them the pixel still answers, and
 test('a burst of opens is recorded through the group commit: many opens share a transaction', async () => {
   const { id, caught } = await send({ track_opens: true });
   const token = pixel.exec(caught.html)![1]!;
-  const answers = await Promise.all(Array.from({ length: 60 }, () => ctx.app.request(`/t/o/${token}`)));
+  const answers = await Promise.all(Array.from({ length: 60 }, () => ctx.app.request(`${BASE}/t/o/${token}`)));
   assert.ok(answers.every((r) => r.status === 200));
   const rows = await waitFor('the 60 opens', async () => {
     const r = await ctx.sql<{ tx: string }[]>`select xmin::text as tx from events where email_id = ${id} and project_id = ${projectId} and type = 'email.opened'`;
@@ -222,7 +222,7 @@ test('webhooks: every type to the endpoint without a filter, only clicks to the 
 
 test('tokens that do not verify answer 404, fast, never 5xx, and record nothing', async () => {
   const good = tracked.clickTokens[0]!;
-  assert.equal((await ctx.app.request(`/t/c/${good}`, { method: 'HEAD' })).status, 302, 'the genuine token answers');
+  assert.equal((await ctx.app.request(`${BASE}/t/c/${good}`, { method: 'HEAD' })).status, 302, 'the genuine token answers');
   const flip = (s: string, i: number) => s.slice(0, i) + (s[i] === 'A' ? 'B' : 'A') + s.slice(i + 1);
   const bad = [
     flip(good, 0), flip(good, 30), flip(good, good.length - 1), flip(good, good.length - 5),
@@ -236,7 +236,7 @@ test('tokens that do not verify answer 404, fast, never 5xx, and record nothing'
     for (const route of ['c', 'o']) {
       if (route === 'o' && token === tracked.openToken) continue;
       const started = performance.now();
-      const res = await ctx.app.request(`/t/${route}/${token}`);
+      const res = await ctx.app.request(`${BASE}/t/${route}/${token}`);
       took.push(performance.now() - started);
       assert.ok(res.status === 404, `${route} ${token.slice(0, 40)}: ${res.status}`);
       assert.equal(res.headers.get('location'), null);
@@ -252,11 +252,11 @@ test('tokens that do not verify answer 404, fast, never 5xx, and record nothing'
 
 test('a genuine token for a position the email has no link at, or for an email of another project, is 404', async () => {
   const { signTrackingToken } = await import('../../src/tracking/token.ts');
-  const past = signTrackingToken(ctx.config.secretKey, 'click', { projectId, emailId: tracked.id, link: 4 });
-  assert.equal((await ctx.app.request(`/t/c/${past}`)).status, 404);
+  const past = signTrackingToken(ctx.config.secretKey, 'click', { projectId, emailId: tracked.id, link: 4 }, new URL(BASE).host);
+  assert.equal((await ctx.app.request(`${BASE}/t/c/${past}`)).status, 404);
   const other = await ctx.tenant('other');
-  const wrongProject = signTrackingToken(ctx.config.secretKey, 'click', { projectId: other.projectId, emailId: tracked.id, link: 0 });
-  assert.equal((await ctx.app.request(`/t/c/${wrongProject}`)).status, 404);
+  const wrongProject = signTrackingToken(ctx.config.secretKey, 'click', { projectId: other.projectId, emailId: tracked.id, link: 0 }, new URL(BASE).host);
+  assert.equal((await ctx.app.request(`${BASE}/t/c/${wrongProject}`)).status, 404);
 });
 
 test('without PUBLIC_BASE_URL or a tracking domain, a send switching tracking on is refused with 422', async () => {
