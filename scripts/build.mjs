@@ -10,8 +10,11 @@
 //   and both point at builds that exist.
 // - A build whose fingerprint is already in place is skipped: a start with nothing changed costs
 //   a hash of the sources.
-// - Builds other than the current one are removed only once a day old, so a process still
-//   running an older build keeps its lazily loaded chunks.
+// - A build is never removed while a process runs from it, however old: its lazily loaded chunks
+//   must stay. Each stub records the pid of the process it starts in its build's `.pids/`, and an
+//   older build goes only once no recorded process is alive and a grace period has passed since
+//   it stopped being current (a process that read the old stub a moment before it was replaced
+//   records its pid within that).
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -37,7 +40,10 @@ const OPTIONS = {
   sourcemap: true,
   logLevel: 'warning',
 };
-const KEEP_OLD_BUILDS_MS = 24 * 3600 * 1000;
+/** How long after it stopped being current a build with no live process may be removed. */
+const RETIRED_GRACE_MS = 5_000;
+/** A half-written build (`.<id>.<pid>.tmp`) left by a build that died is removed after this. */
+const KEEP_TMP_MS = 24 * 3600 * 1000;
 
 function* files(dir) {
   for (const entry of readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
@@ -63,7 +69,42 @@ function fingerprint() {
   return hash.digest('hex').slice(0, 16);
 }
 
-const stub = (id, entry) => `// The current build; written by scripts/build.mjs.\nimport "./.b/${id}/${entry}.js";\n`;
+// The stub records its process in the build's .pids/ before loading it, so no later build removes
+// the files this process may still load.
+const stub = (id, entry) => `// The current build; written by scripts/build.mjs.
+import { mkdirSync, writeFileSync } from "node:fs";
+const pids = new URL("./.b/${id}/.pids/", import.meta.url);
+mkdirSync(pids, { recursive: true });
+writeFileSync(new URL(String(process.pid), pids), "");
+await import("./.b/${id}/${entry}.js");
+`;
+
+/** Whether a process with this pid is alive (EPERM: alive, someone else's). */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === 'EPERM';
+  }
+}
+
+/** Whether any process recorded in a build's .pids/ still runs; the dead ones' records go. */
+function inUse(dir) {
+  let used = false;
+  const pids = path.join(dir, '.pids');
+  for (const name of existsSync(pids) ? readdirSync(pids) : []) {
+    if (/^\d+$/.test(name) && alive(Number(name))) used = true;
+    else rmSync(path.join(pids, name), { force: true });
+  }
+  return used;
+}
+
+/** The build the stubs point at now, if any. */
+function currentBuild() {
+  const file = path.join(DIST, 'main.js');
+  return existsSync(file) ? /\.b\/([0-9a-f]+)\//.exec(readFileSync(file, 'utf8'))?.[1] : undefined;
+}
 
 /** Writes a file under a temporary name and renames it into place: readers see old or new, whole. */
 function replaceFile(file, text) {
@@ -89,6 +130,12 @@ if (!existsSync(path.join(target, 'main.js'))) {
   }
 }
 
+// The build being replaced is marked retired now: the grace before its removal counts from here.
+const previous = currentBuild();
+if (previous && previous !== id && existsSync(path.join(BUILDS, previous))) {
+  writeFileSync(path.join(BUILDS, previous, '.retired'), String(Date.now()));
+}
+
 for (const entry of ENTRIES) {
   const file = path.join(DIST, `${entry}.js`);
   const text = stub(id, entry);
@@ -100,7 +147,15 @@ for (const name of readdirSync(BUILDS)) {
   if (name === id) continue;
   const dir = path.join(BUILDS, name);
   try {
-    if (now - statSync(dir).mtimeMs > KEEP_OLD_BUILDS_MS) rmSync(dir, { recursive: true, force: true });
+    if (name.startsWith('.')) {
+      if (now - statSync(dir).mtimeMs > KEEP_TMP_MS) rmSync(dir, { recursive: true, force: true });
+      continue;
+    }
+    const retired = path.join(dir, '.retired');
+    // A build retired before this scheme began starts its grace now.
+    if (!existsSync(retired)) writeFileSync(retired, String(now));
+    if (now - Number(readFileSync(retired, 'utf8')) < RETIRED_GRACE_MS) continue;
+    if (!inUse(dir)) rmSync(dir, { recursive: true, force: true });
   } catch {
     // Removed meanwhile by another build.
   }
