@@ -46,7 +46,36 @@ export function checkMessageBytes(raw: Buffer, declared: { eightBit: boolean }):
   const long = overlongHeaderLine(raw, section.end);
   if (long) throw badMessage(`Malformed message: header line ${long} is longer than ${MAX_LINE} characters`);
   if (section.fields.length === 0) throw badMessage('Malformed message: it has no header fields');
+  const parts = partHeaders(raw, section.end);
+  if (parts === 'too_many') throw badMessage(`Malformed message: more than ${MAX_PARTS} MIME parts`);
+  if (parts === 'too_large') throw badMessage(`Malformed message: a MIME part's header is over ${MAX_HEADER_SECTION_BYTES} bytes`);
   return section;
+}
+
+const CRLFCRLF = Buffer.from('\r\n\r\n');
+const BOUNDARY_LINE = Buffer.from('\n--');
+/** MIME parts a relayed message may hold (the API takes 50 attachments). */
+export const MAX_PARTS = 10_000;
+
+/**
+ * Checks each MIME part's header (the lines after a `--boundary` line, up to the next empty line)
+ * against the header section's bound: the worker's parser refuses a part header past 1 MiB, so a
+ * message it could not read is refused here instead. Any line starting `--` is taken for a
+ * boundary, which errs only towards refusing; all those before one empty line share one check,
+ * and past MAX_PARTS checks the message is refused, so the scan stays a few thousand steps.
+ */
+function partHeaders(raw: Buffer, bodyStart: number): 'ok' | 'too_large' | 'too_many' {
+  let checks = 0;
+  for (let at = raw.indexOf(BOUNDARY_LINE, Math.max(0, bodyStart - 1)); at >= 0; at = raw.indexOf(BOUNDARY_LINE, at + 3)) {
+    if (++checks > MAX_PARTS) return 'too_many';
+    const lineEnd = raw.indexOf(0x0a, at + 1);
+    if (lineEnd < 0) return 'ok';
+    const blank = raw.indexOf(CRLFCRLF, lineEnd - 1);
+    if ((blank < 0 ? raw.length : blank) - lineEnd > MAX_HEADER_SECTION_BYTES) return 'too_large';
+    if (blank < 0) return 'ok';
+    at = blank;
+  }
+  return 'ok';
 }
 
 /** The header section's bounds, those of the API's JSON body (§18.2). */

@@ -74,3 +74,13 @@ test('a header section over 1,000 fields answers 550 5.6.0, over 256 KiB 552 5.3
   assert.equal(parsed.subject, 'f');
   s.close();
 });
+
+test('a MIME part whose header the worker could not parse (over 1 MiB) answers 550 5.6.0; nothing stored', async () => {
+  const s = await session();
+  const partHeader = 'X-F: v\r\n'.repeat(150_000); // 1.2 MB: mailparser refuses a part header past 1 MiB
+  const bad = `From: app@example.com\r\nTo: ann@example.net\r\nSubject: p\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n`
+    + `--b\r\nContent-Type: text/plain\r\n${partHeader}\r\nhello\r\n--b--\r\n`;
+  await assert.rejects(simpleParser(Buffer.from(bad)), /Max header size/, 'the worker\'s parser would fail on it');
+  await refused(s, bad, /^550 5\.6\.0 Malformed message: a MIME part's header is over 262144 bytes/);
+  s.close();
+});
