@@ -29,6 +29,14 @@ const FLUSH_BUDGET_MS = 30_000;
  */
 async function claim(sql: Sql, projectId: string, endpointId: string, limit: number) {
   const rows = await sql<ClaimedRow[]>`select * from webhook_flush_claim(${endpointId}, ${projectId}, ${LEASE_MS / 1000}, ${limit})`;
+  // A delivery added by an event recorded while its endpoint was being deleted outlived the
+  // delete's trigger; it goes now, else every lease's end would bring a flush back for it.
+  const orphans = rows.filter((r) => r.url === null).map((r) => r.id);
+  if (orphans.length) {
+    await sql`
+      delete from webhook_deliveries where id = any(${orphans}) and project_id = ${projectId} and endpoint_id = ${endpointId}
+        and not exists (select 1 from webhook_endpoints w where w.id = ${endpointId} and w.project_id = ${projectId})`;
+  }
   // A delivery whose endpoint or event went meanwhile has nothing to attempt.
   const attempts = rows.filter((r): r is Attempt => r.url !== null && r.eventId !== null);
   return { attempts, full: rows.length === limit };

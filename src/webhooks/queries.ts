@@ -84,6 +84,16 @@ export async function updateEndpoint(
   return row;
 }
 
+/**
+ * Deletes the endpoint; its deliveries, pending ones included, go with it through the table's
+ * statement trigger (migration 000024), so no flush or retry finds anything left to post.
+ */
+export async function deleteEndpoint(tx: TxSql, projectId: string, endpointId: string) {
+  const [row] = await tx<[{ id: string; url: string }?]>`
+    delete from webhook_endpoints where id = ${endpointId} and project_id = ${projectId} returning id, url`;
+  return row;
+}
+
 /** The operator CLI names an endpoint by id alone; this finds whose it is. */
 export async function findEndpointProject(sql: Sql, endpointId: string) {
   const [row] = await sql<[{ projectId: string }?]>`select project_id from webhook_endpoints where id = ${endpointId}`;

@@ -3,7 +3,7 @@ import { ApiError, errorResponses, requireId } from '../http/errors.ts';
 import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
 import { WebhookDeliveryList, WebhookDeliveryResponse, WebhookEndpointList, toDeliveryResponse, toEndpointResponse } from './schemas.ts';
-import { redeliver } from './service.ts';
+import { deleteEndpoint, redeliver } from './service.ts';
 import { ServiceError } from '../platform/errors.ts';
 import * as q from './queries.ts';
 
@@ -54,7 +54,34 @@ const retry = createRoute({
   },
 });
 
+const remove = createRoute({
+  method: 'delete',
+  path: '/v1/webhooks/{endpoint_id}',
+  tags: ['webhooks'],
+  summary: 'Delete a webhook endpoint',
+  description:
+    'Deletes the endpoint with its deliveries: those still pending are never sent, and no new event goes to it. ' +
+    'The events themselves stay. An unknown endpoint, one of another project, or one already deleted answers 404.',
+  security: SECURITY,
+  request: { params: z.object({ endpoint_id: z.string().max(100) }) },
+  responses: {
+    204: { description: 'Deleted.' },
+    ...errorResponses(401, 404, 422, 429),
+  },
+});
+
 export function registerWebhookRoutes(app: OpenAPIHono<AppEnv>) {
+  app.openapi(remove, async (c) => {
+    const endpointId = requireId('webhook', c.req.valid('param').endpoint_id, 'Webhook endpoint not found.');
+    try {
+      await deleteEndpoint(c.var.deps.sql, c.var.projectId, endpointId);
+    } catch (err) {
+      if (err instanceof ServiceError && err.code === 'not_found') throw new ApiError('not_found', err.message);
+      throw err;
+    }
+    return c.body(null, 204);
+  });
+
   app.openapi(list, async (c) => {
     const rows = await q.listEndpoints(c.var.deps.sql, c.var.projectId);
     return c.json({ data: rows.map(toEndpointResponse) }, 200);

@@ -101,6 +101,19 @@ export async function rotateEndpointSecret(sql: Sql, config: Config, projectId: 
   return { endpoint, secret };
 }
 
+/**
+ * Deletes the endpoint and every delivery of it: queued ones are never posted. Events stay.
+ * Not found when it is not the project's, or already deleted.
+ */
+export async function deleteEndpoint(sql: Sql, projectId: string, endpointId: string) {
+  const deleted = await sql.begin(async (tx) => {
+    const row = await q.deleteEndpoint(tx, projectId, endpointId);
+    if (row) await recordAudit(tx, { action: 'webhook.deleted', projectId, target: { type: 'webhook', id: endpointId }, changes: { url: auditUrl(row.url) } });
+    return row;
+  });
+  if (!deleted) throw new ServiceError('not_found', 'Webhook endpoint not found.');
+}
+
 /** The signing secret, for the dashboard's reveal. */
 export async function getEndpointSecret(sql: Sql, config: Config, projectId: string, endpointId: string): Promise<string> {
   const sealed = await q.getSealedSecret(sql, projectId, endpointId);

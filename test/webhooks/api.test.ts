@@ -6,7 +6,8 @@ import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
 import { selfSignedCertificate, startHttpsReceiver } from '../helpers/https-receiver.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { createEndpoint } from '../../src/webhooks/service.ts';
-import { deliveriesFor, emitEvent, receiverVerifies, webhookWorker } from './helpers.ts';
+import { deliverJob, flushJob, FLUSH_KEY_PREFIX } from '../../src/webhooks/queries.ts';
+import { deliveriesFor, emitEvent, receiverVerifies, unqueuedDelivery, webhookWorker } from './helpers.ts';
 
 const worker = webhookWorker();
 const ctx = await createTestContext({ env: { WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8', WEBHOOK_RETRY_BASE_MS: '20' } });
@@ -202,4 +203,70 @@ test('redelivery sends the same event again as a new delivery; disabled endpoint
   const disabled = await ctx.call(key, path, { method: 'POST' });
   assert.equal(disabled.status, 409);
   assert.equal(((await disabled.json()) as { error: { type: string } }).error.type, 'endpoint_disabled');
+});
+
+/** The jobs still queued under these keys (a flush's is its endpoint's, a retry's its delivery id). */
+async function jobsLeft(keys: string[]) {
+  return ctx.sql<{ key: string; attempts: number; lastError: string | null }[]>`
+    select key, attempts, last_error from graphile_worker.jobs where key = any(${keys})`;
+}
+
+test('DELETE /v1/webhooks/{id}: 204 once, recorded as webhook.deleted by the key; its pending deliveries are never posted', async () => {
+  const { projectId, key, keyId } = await ctx.tenant();
+  const hook = await createEndpoint(ctx.sql, ctx.config, projectId, receiver.url('/deleted'));
+  const endpointId = hook.endpoint.id;
+  // A first attempt and a retry, both queued to run just after the delete.
+  await unqueuedDelivery(ctx.sql, projectId, endpointId);
+  const retry = await unqueuedDelivery(ctx.sql, projectId, endpointId, undefined, 1);
+  const soon = new Date(Date.now() + 300);
+  await ctx.sql`select ${flushJob(ctx.sql, endpointId, projectId, { runAt: ctx.sql`${soon}::timestamptz`, keyMode: ctx.sql`'replace'` })}`;
+  await ctx.sql`select ${deliverJob(ctx.sql, retry.id, projectId, soon)}`;
+
+  const res = await ctx.call(key, `/v1/webhooks/${endpointId}`, { method: 'DELETE' });
+  assert.equal(res.status, 204);
+  assert.equal(await res.text(), '');
+  assert.deepEqual((await (await ctx.call(key, '/v1/webhooks')).json()).data, [], 'no longer listed');
+  assert.equal((await ctx.call(key, `/v1/webhooks/${endpointId}/deliveries`)).status, 404);
+  assert.equal((await deliveriesFor(ctx.sql, endpointId)).length, 0, 'its deliveries went with it');
+
+  // The queued jobs run, find nothing and finish: no request, no error, no retry.
+  await waitFor('the queued jobs to finish', async () => (await jobsLeft([FLUSH_KEY_PREFIX + endpointId, retry.id])).length === 0, 10_000);
+  await emitEvent(ctx.sql, projectId);
+  assert.equal((await deliveriesFor(ctx.sql, endpointId)).length, 0, 'a new event goes nowhere');
+  assert.equal(receiver.requests.filter((r) => r.path === '/deleted').length, 0);
+
+  const again = await ctx.call(key, `/v1/webhooks/${endpointId}`, { method: 'DELETE' });
+  assert.equal(again.status, 404, 'already deleted');
+  assert.equal(((await again.json()) as { error: { type: string } }).error.type, 'not_found');
+  const [entry, ...more] = await ctx.sql<{ actorType: string; actorId: string; targetId: string; changes: unknown }[]>`
+    select actor_type, actor_id, target_id, changes from audit_log where project_id = ${projectId} and action = 'webhook.deleted'`;
+  assert.equal(more.length, 0, 'recorded once');
+  assert.deepEqual(entry, { actorType: 'api_key', actorId: keyId, targetId: endpointId, changes: { url: new URL(receiver.url('/')).origin + '/…' } });
+});
+
+test('DELETE /v1/webhooks/{id}: unknown, malformed or another project\'s endpoint answers 404 and nothing changes', async () => {
+  const mine = await ctx.tenant();
+  const other = await ctx.tenant();
+  const theirs = await createEndpoint(ctx.sql, ctx.config, other.projectId, receiver.url('/theirs'));
+  const delivery = await unqueuedDelivery(ctx.sql, other.projectId, theirs.endpoint.id);
+  for (const id of [theirs.endpoint.id, 'wh_01ARZ3NDEKTSV4RRFFQ69G5FAV', 'nope']) {
+    const res = await ctx.call(mine.key, `/v1/webhooks/${id}`, { method: 'DELETE' });
+    assert.equal(res.status, 404, id);
+    assert.equal(((await res.json()) as { error: { type: string } }).error.type, 'not_found');
+  }
+  assert.equal((await (await ctx.call(other.key, '/v1/webhooks')).json()).data.length, 1, 'still there');
+  assert.deepEqual((await deliveriesFor(ctx.sql, theirs.endpoint.id)).map((d) => d.id), [delivery.id]);
+  assert.equal((await ctx.sql`select 1 from audit_log where action = 'webhook.deleted' and target_id = ${theirs.endpoint.id}`).length, 0);
+});
+
+test('a delivery added while its endpoint was being deleted is dropped by the flush, which does not come back', async () => {
+  const { projectId, key } = await ctx.tenant();
+  const hook = await createEndpoint(ctx.sql, ctx.config, projectId, receiver.url('/orphan'));
+  assert.equal((await ctx.call(key, `/v1/webhooks/${hook.endpoint.id}`, { method: 'DELETE' })).status, 204);
+  // An event recorded by a transaction that read the endpoint before the delete committed.
+  const orphan = await unqueuedDelivery(ctx.sql, projectId, hook.endpoint.id);
+  await ctx.sql`select ${flushJob(ctx.sql, hook.endpoint.id, projectId)}`;
+  await waitFor('the flush to finish', async () => (await jobsLeft([FLUSH_KEY_PREFIX + hook.endpoint.id])).length === 0, 10_000);
+  assert.equal((await ctx.sql`select 1 from webhook_deliveries where id = ${orphan.id}`).length, 0, 'dropped, not left leased for a flush every minute');
+  assert.equal(receiver.requests.filter((r) => r.path === '/orphan').length, 0);
 });
