@@ -5,7 +5,7 @@ import { SECURITY } from '../http/security.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { DomainList, DomainResponse, UpdateDomainRequest, toDomainResponse } from './schemas.ts';
 import { findDomain, listDomains } from './queries.ts';
-import { TrackingDomainRefused, TrackingUnavailable, updateDomainTracking } from './service.ts';
+import { deleteDomain, TrackingDomainRefused, TrackingUnavailable, updateDomainTracking } from './service.ts';
 import { normaliseDomainName } from './names.ts';
 
 const list = createRoute({
@@ -54,7 +54,36 @@ const update = createRoute({
   },
 });
 
+const remove = createRoute({
+  method: 'delete',
+  path: '/v1/domains/{domain_id}',
+  tags: ['domains'],
+  summary: 'Delete a domain',
+  description:
+    'Removes the domain from the project. The SES identity in your AWS account is never touched: delete it there ' +
+    'yourself if nothing else uses it. Emails already sent from the domain are untouched. While receiving is on ' +
+    'the answer is 409 `domain_receiving_on`: call `DELETE /v1/domains/{domain_id}/receiving` first. ' +
+    'An unknown domain, or one of another project, answers 404.',
+  security: SECURITY,
+  request: { params: z.object({ domain_id: z.string().max(100) }) },
+  responses: {
+    204: { description: 'Deleted.' },
+    ...errorResponses(401, 404, 409, 422, 429),
+  },
+});
+
 export function registerDomainRoutes(app: OpenAPIHono<AppEnv>) {
+  app.openapi(remove, async (c) => {
+    const domainId = requireId('domain', c.req.valid('param').domain_id, 'Domain not found.');
+    try {
+      await deleteDomain(c.var.deps.sql, c.var.projectId, domainId);
+    } catch (err) {
+      if (!(err instanceof ServiceError)) throw err;
+      throw err.code === 'conflict' ? new ApiError('domain_receiving_on', err.message) : new ApiError('not_found', err.message);
+    }
+    return c.body(null, 204);
+  });
+
   app.openapi(list, async (c) => {
     const rows = await listDomains(c.var.deps.sql, c.var.projectId);
     return c.json({ data: rows.map(toDomainResponse) }, 200);

@@ -156,3 +156,21 @@ export async function updateDomainTracking(sql: Sql, config: Config, projectId: 
     .filter(([, on]) => on).map(([field]) => field);
   throw new TrackingUnavailable(fields.length ? [...fields] : ['open_tracking'], domain.value);
 }
+
+/**
+ * Forgets the domain in Mailroom. The SES identity in the customer's account is left as it is
+ * (the customer may use it elsewhere), and emails already sent from the domain are untouched.
+ * Refused (conflict) while receiving is on: its receipt rule would keep writing to the bucket
+ * with no domain left to turn it off from.
+ */
+export async function deleteDomain(sql: Sql, projectId: string, domainId: string) {
+  await sql.begin(async (tx) => {
+    // The row lock keeps receiving from being switched on between the check and the delete.
+    const [row] = await tx<[{ value: string; receiving: unknown }?]>`
+      select value, receiving from domains where id = ${domainId} and project_id = ${projectId} for update`;
+    if (!row) throw new ServiceError('not_found', 'Domain not found.');
+    if (row.receiving) throw new ServiceError('conflict', `Receiving is on for ${row.value}; turn it off first with DELETE /v1/domains/${domainId}/receiving.`);
+    await tx`delete from domains where id = ${domainId} and project_id = ${projectId}`;
+    await recordAudit(tx, { action: 'domain.deleted', projectId, target: { type: 'domain', id: domainId }, changes: { name: row.value } });
+  });
+}

@@ -9,6 +9,7 @@ export type ErrorType =
   | 'not_found'
   | 'email_not_scheduled'
   | 'endpoint_disabled'
+  | 'domain_receiving_on'
   | 'idempotency_key_reused'
   | 'payload_too_large'
   | 'rate_limit_exceeded'
@@ -23,6 +24,7 @@ const STATUS: Record<ErrorType, 401 | 403 | 404 | 409 | 413 | 429 | 500 | 503> =
   not_found: 404,
   email_not_scheduled: 409,
   endpoint_disabled: 409,
+  domain_receiving_on: 409,
   idempotency_key_reused: 409,
   payload_too_large: 413,
   rate_limit_exceeded: 429,
@@ -138,7 +140,7 @@ const DESCRIPTIONS = {
   401: 'Missing, invalid or revoked API key.',
   403: 'The key lacks the permission this route needs (`permission_denied`).',
   404: 'Not found, or owned by another project.',
-  409: 'Conflict with the current state (`idempotency_key_reused`, `email_not_scheduled`, `endpoint_disabled`).',
+  409: 'Conflict with the current state (`idempotency_key_reused`, `email_not_scheduled`, `endpoint_disabled`, `domain_receiving_on`).',
   413: 'Request body too large to read.',
   422: 'Validation failed.',
   429: 'Rate limit exceeded.',
