@@ -27,8 +27,8 @@ const PARTITION_LOCK_TIMEOUT = '100ms';
  */
 export const DAY_REMOVAL_WAIT_MS = 30_000;
 
-/** The lock two runs at once (the worker's and `cli -- retention run`) take in turn to remove days. */
-const REMOVAL_LOCK = 'mailroom: retention removes partition days';
+/** The lock two runs at once (the worker's and `cli -- retention run`) take in turn to remove days; `stats rebuild` takes it to count. */
+export const REMOVAL_LOCK = 'mailroom: retention removes partition days';
 
 const utcDay = (at: Date) => at.toISOString().slice(0, 10);
 

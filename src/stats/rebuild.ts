@@ -1,49 +1,107 @@
-import type { Sql, TxSql } from '../platform/db.ts';
+import type { PendingQuery, Row } from 'postgres';
+import type { ReservedSql, Sql } from '../platform/db.ts';
+import { REMOVAL_LOCK } from '../retention/partitions.ts';
+
+type Delta = { projectId: string; day: string; metric: string; n: number };
+type ReputationDelta = { projectId: string; accountId: string | number; hour: Date; metric: string; n: number };
 
 /**
  * Recomputes every number kept only to make reads fast from the rows it summarises: the daily
  * event counters per project (from events), the hourly reputation counters (from events and
  * their emails), the tag entries the tag filter reads (from each email's tags) and the recipient
- * entries the `to` filter reads (from each email's to, cc and bcc). One transaction; the counters are locked while it runs, so an event recorded
- * meanwhile waits and is then counted once. Returns how many derived rows were written.
+ * entries the `to` filter reads (from each email's to, cc and bcc). Returns how many derived rows
+ * it found.
+ *
+ * It takes no lock that accepts, sends or event ingestion wait on (§18.10). The counters are
+ * additive (each event adds to them in the statement that records it), so the rebuild reads the
+ * events and the counters in one snapshot, and adds the difference afterwards: an event recorded
+ * after the snapshot is in neither, and is counted once, by its own statement. While it reads, it
+ * holds retention's day-removal lock, so no day is half removed in its snapshot; the events of a
+ * day detached and not dropped yet are counted, since retention takes them off when it drops it.
  */
 export async function rebuildStats(sql: Sql): Promise<number> {
-  return sql.begin(async (tx) => {
-    await tx`lock table project_daily_counts in exclusive mode`;
-    await tx`delete from project_daily_counts`;
-    const counts = await tx`
-      insert into project_daily_counts (project_id, day, metric, shard, n)
-      select project_id, (created_at at time zone 'UTC')::date, type, 0, count(*)
-      from events group by 1, 2, 3`;
-    const reputation = await rebuildReputationCounts(tx);
-    await tx`lock table email_tags in share row exclusive mode`;
-    await tx`
-      delete from email_tags t
-      where not exists (
-        select 1 from emails e
-        where e.id = t.email_id and e.project_id = t.project_id
-          and e.tags @> jsonb_build_array(jsonb_build_object('name', t.name, 'value', t.value)))`;
-    await tx`
-      insert into email_tags (project_id, name, value, email_id)
-      select e.project_id, x->>'name', x->>'value', e.id
-      from emails e cross join lateral jsonb_array_elements(e.tags) x
-      where e.tags <> '[]'::jsonb
-      on conflict do nothing`;
-    await tx`lock table email_recipients in share row exclusive mode`;
-    await tx`
-      delete from email_recipients r
-      where not exists (
-        select 1 from emails e
-        where e.id = r.email_id and e.project_id = r.project_id
-          and r.address in (select mailroom_bare_address(a) from unnest(e.to_addresses || e.cc_addresses || e.bcc_addresses) a))`;
-    await tx`
-      insert into email_recipients (project_id, address, email_id)
-      select e.project_id, mailroom_bare_address(a), e.id
-      from emails e cross join lateral unnest(e.to_addresses || e.cc_addresses || e.bcc_addresses) a
-      on conflict do nothing`;
-    const [kept] = await tx<[{ n: number }]>`select (select count(*) from email_tags)::int + (select count(*) from email_recipients)::int as n`;
-    return counts.count + reputation + kept.n;
+  const { daily, reputation, found } = await readDifferences(sql);
+  await sql.begin(async (tx) => {
+    if (daily.length) {
+      await tx`
+        insert into project_daily_counts as c (project_id, day, metric, shard, n)
+        select d.project_id, d.day::date, d.metric, pg_backend_pid(), d.n
+        from jsonb_to_recordset(${tx.json(daily.map((d) => ({ project_id: d.projectId, day: d.day, metric: d.metric, n: d.n })))}) as d(project_id text, day text, metric text, n bigint)
+        order by 1, 2, 3
+        on conflict (project_id, day, metric, shard) do update set n = c.n + excluded.n`;
+    }
+    if (reputation.length) {
+      await tx`
+        insert into reputation_counts as c (project_id, account_id, hour, metric, shard, n)
+        select d.project_id, d.account_id, d.hour, d.metric, pg_backend_pid(), d.n
+        from jsonb_to_recordset(${tx.json(reputation.map((d) => ({ project_id: d.projectId, account_id: d.accountId, hour: d.hour, metric: d.metric, n: d.n })))}) as d(project_id text, account_id bigint, hour timestamptz, metric text, n bigint)
+        order by 1, 2, 3, 4
+        on conflict (project_id, account_id, hour, metric, shard) do update set n = c.n + excluded.n`;
+    }
+    // Hours past the 31 days the reputation windows read are no longer kept, as before.
+    await tx`delete from reputation_counts where hour <= now() - interval '31 days'`;
   });
+  const entries = await rebuildEntries(sql);
+  return found + entries;
+}
+
+/** The counters' differences from the rows they count, read in one snapshot under retention's lock. */
+async function readDifferences(sql: Sql) {
+  const conn = await sql.reserve();
+  try {
+    await conn`select pg_advisory_lock(hashtext(${REMOVAL_LOCK}))`;
+    try {
+      await conn`begin isolation level repeatable read read only`;
+      try {
+        const detached = await detachedEventTables(conn);
+        // Names from the catalog, matched to events_pYYYYMMDD: safe to spell out.
+        const source: PendingQuery<Row[]> = detached.length
+          ? conn.unsafe(`(select project_id, email_id, type, data, created_at from events${detached.map((t) => ` union all select project_id, email_id, type, data, created_at from "${t}"`).join('')})`)
+          : conn<Row[]>`events`;
+        const [truth] = await conn<[{ n: number }]>`
+          select count(*)::int as n from (select 1 from ${source} ev group by project_id, (created_at at time zone 'UTC')::date, type) t`;
+        const daily = await conn<Delta[]>`
+          with truth as (
+            select project_id, (created_at at time zone 'UTC')::date as day, type as metric, count(*)::bigint as n
+            from ${source} ev group by 1, 2, 3),
+          kept as (
+            select project_id, day, metric, sum(n)::bigint as n from project_daily_counts group by 1, 2, 3)
+          select coalesce(t.project_id, k.project_id) as project_id, to_char(coalesce(t.day, k.day), 'YYYY-MM-DD') as day,
+            coalesce(t.metric, k.metric) as metric, (coalesce(t.n, 0) - coalesce(k.n, 0))::float8 as n
+          from truth t full join kept k on k.project_id = t.project_id and k.day = t.day and k.metric = t.metric
+          where coalesce(t.n, 0) <> coalesce(k.n, 0)`;
+        const reputation = await conn<ReputationDelta[]>`
+          with truth as (${reputationTruth(conn, source)}),
+          kept as (
+            select project_id, account_id, hour, metric, sum(n)::bigint as n from reputation_counts
+            where hour > now() - interval '31 days' group by 1, 2, 3, 4)
+          select coalesce(t.project_id, k.project_id) as project_id, coalesce(t.account_id, k.account_id) as account_id,
+            coalesce(t.hour, k.hour) as hour, coalesce(t.metric, k.metric) as metric, (coalesce(t.n, 0) - coalesce(k.n, 0))::float8 as n
+          from truth t full join kept k on k.project_id = t.project_id and k.account_id = t.account_id and k.hour = t.hour and k.metric = t.metric
+          where coalesce(t.n, 0) <> coalesce(k.n, 0)`;
+        const [rep] = await conn<[{ n: number }]>`select count(*)::int as n from (${reputationTruth(conn, source)}) r`;
+        return { daily: [...daily], reputation: [...reputation], found: truth.n + rep.n };
+      } finally {
+        await conn`commit`.catch(() => {});
+      }
+    } finally {
+      await conn`select pg_advisory_unlock(hashtext(${REMOVAL_LOCK}))`;
+    }
+  } finally {
+    conn.release();
+  }
+}
+
+/**
+ * The events tables of days retention detached and has not dropped yet (a removal it will
+ * finish): their events are still on the counters, which retention takes them off as it drops them.
+ */
+async function detachedEventTables(conn: ReservedSql): Promise<string[]> {
+  const rows = await conn<{ name: string }[]>`
+    select c.relname as name from pg_class c left join pg_inherits i on i.inhrelid = c.oid
+    where c.relkind = 'r' and pg_table_is_visible(c.oid) and c.relname ~ '^events_p[0-9]{8}$'
+      and (i.inhrelid is null or i.inhdetachpending)`;
+  return rows.map((r) => r.name);
 }
 
 /**
@@ -52,13 +110,10 @@ export async function rebuildStats(sql: Sql): Promise<number> {
  * each in the hour it was recorded. An email's recipients are all it was addressed to: which of
  * them were suppressed when it left is not kept, so a rebuilt hour may count a few more sent.
  */
-async function rebuildReputationCounts(tx: TxSql): Promise<number> {
-  await tx`lock table reputation_counts in exclusive mode`;
-  await tx`delete from reputation_counts`;
-  const rows = await tx`
-    insert into reputation_counts (project_id, account_id, hour, metric, shard, n)
-    select ev.project_id, pc.ses_account_id, date_trunc('hour', ev.created_at), m.metric, 0, sum(m.n)
-    from events ev
+function reputationTruth(conn: ReservedSql, source: PendingQuery<Row[]>) {
+  return conn`
+    select ev.project_id, pc.ses_account_id as account_id, date_trunc('hour', ev.created_at) as hour, m.metric, sum(m.n)::bigint as n
+    from ${source} ev
     join provider_connections pc on pc.project_id = ev.project_id
     join emails e on e.id = ev.email_id and e.project_id = ev.project_id
     left join project_reputation pr on pr.project_id = ev.project_id
@@ -70,5 +125,37 @@ async function rebuildReputationCounts(tx: TxSql): Promise<number> {
       and (ev.type = 'email.sent' or ev.type = 'email.complained' or (ev.type = 'email.bounced' and ev.data->>'bounce_type' = 'permanent'))
       and (ev.type = 'email.sent' or pr.counting_since is null or e.sent_at >= pr.counting_since)
     group by 1, 2, 3, 4`;
-  return rows.count;
+}
+
+/**
+ * The tag and recipient entries, made to match the emails row by row: no table lock, so an accept
+ * writing its own entries meanwhile never waits; it commits its email and entries together, so
+ * each statement sees both or neither.
+ */
+async function rebuildEntries(sql: Sql): Promise<number> {
+  await sql`
+    delete from email_tags t
+    where not exists (
+      select 1 from emails e
+      where e.id = t.email_id and e.project_id = t.project_id
+        and e.tags @> jsonb_build_array(jsonb_build_object('name', t.name, 'value', t.value)))`;
+  await sql`
+    insert into email_tags (project_id, name, value, email_id)
+    select e.project_id, x->>'name', x->>'value', e.id
+    from emails e cross join lateral jsonb_array_elements(e.tags) x
+    where e.tags <> '[]'::jsonb
+    on conflict do nothing`;
+  await sql`
+    delete from email_recipients r
+    where not exists (
+      select 1 from emails e
+      where e.id = r.email_id and e.project_id = r.project_id
+        and r.address in (select mailroom_bare_address(a) from unnest(e.to_addresses || e.cc_addresses || e.bcc_addresses) a))`;
+  await sql`
+    insert into email_recipients (project_id, address, email_id)
+    select e.project_id, mailroom_bare_address(a), e.id
+    from emails e cross join lateral unnest(e.to_addresses || e.cc_addresses || e.bcc_addresses) a
+    on conflict do nothing`;
+  const [kept] = await sql<[{ n: number }]>`select (select count(*) from email_tags)::int + (select count(*) from email_recipients)::int as n`;
+  return kept.n;
 }
