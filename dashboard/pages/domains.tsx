@@ -34,6 +34,10 @@ export function DomainsPage(props: { csrf: string; email: string; project: Proje
             <label>Tracking domain <input type="text" name="tracking_domain" value={d.trackingDomain ?? ''} maxlength={253} placeholder={`track.${d.value}`} /></label>{' '}
             <button type="submit">Save tracking</button>
           </Form>
+          <Form action={`${p}/${d.id}/delete`} csrf={props.csrf}>
+            <button type="submit">Delete domain</button>{' '}
+            <span class="muted">{d.receiving ? 'Turn receiving off first.' : 'Mailroom forgets it; the SES identity in your AWS account is left as it is.'}</span>
+          </Form>
         </section>
       ))}
       <IfAllowed action={p}>

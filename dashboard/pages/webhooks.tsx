@@ -110,6 +110,11 @@ export function WebhookPage(props: Base & { endpoint: EndpointRow; error?: strin
         <Form action={`${p}/enable`} csrf={props.csrf}><button type="submit">Re-enable endpoint</button></Form>
       )}
       </IfAllowed>
+      <IfAllowed action={`${p}/delete`}>
+      <h2>Delete</h2>
+      <p class="muted">The endpoint and its delivery log go; pending deliveries are never sent. To keep the log, disable it instead.</p>
+      <Form action={`${p}/delete`} csrf={props.csrf}><button type="submit">Delete endpoint</button></Form>
+      </IfAllowed>
       <p><a href={`${BASE}/projects/${props.project.id}/webhooks`}>Back to webhooks</a></p>
     </Layout>
   );

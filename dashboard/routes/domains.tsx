@@ -1,6 +1,6 @@
 import type { Hono } from 'hono';
 import { listDomains } from '../../src/domains/queries.ts';
-import { addDomain, checkDomain, updateDomainTracking } from '../../src/domains/service.ts';
+import { addDomain, checkDomain, deleteDomain, updateDomainTracking } from '../../src/domains/service.ts';
 import { ServiceError } from '../../src/platform/errors.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { DomainsPage } from '../pages/domains.tsx';
@@ -47,6 +47,12 @@ export function registerDomainRoutes(app: Hono<DashEnv>) {
 
   app.post('/projects/:projectId/domains/:domainId/check', async (c) => {
     await checkDomain(c.var.deps.sql, c.var.deps.config, c.var.project.id, urlId(c, 'domainId', 'domain'));
+    return c.redirect(`${BASE}/projects/${c.var.project.id}/domains`, 303);
+  });
+
+  // Not found and receiving-on come back as ServiceErrors: the 404 or 409 page with the message.
+  app.post('/projects/:projectId/domains/:domainId/delete', async (c) => {
+    await deleteDomain(c.var.deps.sql, c.var.project.id, urlId(c, 'domainId', 'domain'));
     return c.redirect(`${BASE}/projects/${c.var.project.id}/domains`, 303);
   });
 }

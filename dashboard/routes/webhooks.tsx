@@ -1,7 +1,7 @@
 import type { Context, Hono } from 'hono';
 import { ServiceError } from '../../src/platform/errors.ts';
 import { getEndpoint, listDeliveries, listEndpoints } from '../../src/webhooks/queries.ts';
-import { createEndpoint, getEndpointSecret, parseEventTypes, redeliver, rotateEndpointSecret, updateEndpoint } from '../../src/webhooks/service.ts';
+import { createEndpoint, deleteEndpoint, getEndpointSecret, parseEventTypes, redeliver, rotateEndpointSecret, updateEndpoint } from '../../src/webhooks/service.ts';
 import { isWellFormedId } from '../../src/platform/ids.ts';
 import { BASE, type DashEnv } from '../env.ts';
 import { DeliveriesPage, WebhookPage, WebhooksPage } from '../pages/webhooks.tsx';
@@ -102,6 +102,12 @@ export function registerWebhookRoutes(app: Hono<DashEnv>) {
       return c.redirect(`${list(c)}/${endpoint.id}`, 303);
     });
   }
+
+  // An endpoint already gone is a ServiceError not_found: the 404 page.
+  app.post('/projects/:projectId/webhooks/:endpointId/delete', async (c) => {
+    await deleteEndpoint(c.var.deps.sql, c.var.project.id, urlId(c, 'endpointId', 'webhook'));
+    return c.redirect(list(c), 303);
+  });
 
   app.get('/projects/:projectId/webhooks/:endpointId/deliveries', async (c) => {
     const endpoint = await endpointOf(c);

@@ -127,3 +127,36 @@ test('the roles the table allows get past it', async () => {
     }
   }
 });
+
+test('a developer deletes a webhook endpoint and a domain with their pages\' buttons, recorded as that member', async () => {
+  const { b, id: memberId } = sessions.developer;
+  const hook = await createEndpoint(ctx.sql, ctx.config, projectId, 'http://127.0.0.1:9/to-delete');
+  const domainId = newId('domain');
+  await ctx.sql`insert into domains (id, project_id, value, region, verification_status) values (${domainId}, ${projectId}, 'gone.example.com', 'us-east-1', 'success')`;
+
+  const hookPage = url(`/projects/:projectId/webhooks/${hook.endpoint.id}`);
+  assert.match((await b.get(hookPage)).text, new RegExp(`action="${hookPage}/delete"`));
+  const domainsPage = url('/projects/:projectId/domains');
+  assert.match((await b.get(domainsPage)).text, new RegExp(`action="${domainsPage}/${domainId}/delete"`));
+
+  const gone = await b.post(`${hookPage}/delete`, {});
+  assert.equal(gone.res.status, 303);
+  assert.equal((await b.get(hookPage)).res.status, 404);
+  assert.equal((await b.post(`${domainsPage}/${domainId}/delete`, {})).res.status, 303);
+  assert.equal((await ctx.sql`select 1 from domains where id = ${domainId}`).length, 0);
+  assert.equal((await b.post(`${domainsPage}/${domainId}/delete`, {})).res.status, 404, 'already deleted');
+  const receiving = newId('domain');
+  await ctx.sql`insert into domains (id, project_id, value, region, verification_status, receiving)
+    values (${receiving}, ${projectId}, 'in.example.com', 'us-east-1', 'success', ${ctx.sql.json({ status: 'active' })})`;
+  const refused = await b.post(`${domainsPage}/${receiving}/delete`, {});
+  assert.equal(refused.res.status, 409, 'receiving on');
+  assert.match(refused.text, /receiving/);
+  assert.equal((await ctx.sql`select 1 from domains where id = ${receiving}`).length, 1);
+
+  const entries = await ctx.sql<{ action: string; actorType: string; actorId: string }[]>`
+    select action, actor_type, actor_id from audit_log where target_id in (${hook.endpoint.id}, ${domainId}) and action like '%.deleted' order by id`;
+  assert.deepEqual([...entries], [
+    { action: 'webhook.deleted', actorType: 'member', actorId: memberId },
+    { action: 'domain.deleted', actorType: 'member', actorId: memberId },
+  ]);
+});
