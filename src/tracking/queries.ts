@@ -74,3 +74,10 @@ export function recordHitsStatement(sql: Sql | TxSql, hits: TrackingHit[]) {
     select array(select type from new_events) as types, (select count(*)::int from firsts) as firsts,
       ${flushJobsForNewDeliveries(sql)} as jobs`;
 }
+
+/** Whether `host` is the tracking domain of one of the project's domains. */
+export async function isTrackingDomainOf(sql: Sql, projectId: string, host: string): Promise<boolean> {
+  const [row] = await sql<[{ found: boolean }]>`
+    select exists (select 1 from domains where project_id = ${projectId} and tracking_domain = ${host}) as found`;
+  return row.found;
+}

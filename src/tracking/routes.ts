@@ -2,8 +2,8 @@ import type { Context, Hono } from 'hono';
 import type { AppEnv } from '../http/context.ts';
 import { newId } from '../platform/ids.ts';
 import { isMachineAgent, storedUserAgent } from '../events/user-agents.ts';
-import { verifyTrackingToken, type TrackingTarget } from './token.ts';
-import { trackedLink } from './queries.ts';
+import { hostKey, verifyTrackingToken, type TrackingKind, type TrackingTarget } from './token.ts';
+import { isTrackingDomainOf, trackedLink } from './queries.ts';
 import { recordHit } from './record.ts';
 import type { Sql } from '../platform/db.ts';
 
@@ -33,6 +33,22 @@ async function linkUrl(sql: Sql, target: TrackingTarget): Promise<string | undef
 /** The host a tracking request came to (as the client asked for it): a token answers only on its own. */
 const requestHost = (c: Context<AppEnv>) => c.req.header('host') ?? new URL(c.req.url).host;
 
+/**
+ * The token's target when it answers on this host. A link sent before tokens named their host
+ * answers on the hosts its project issues links on (PUBLIC_BASE_URL's, its domains' tracking
+ * domains), so mail already delivered keeps working after an upgrade and still nowhere else.
+ */
+async function targetHere(c: Context<AppEnv>, kind: TrackingKind): Promise<TrackingTarget | undefined> {
+  const { config, sql } = c.var.deps;
+  const host = requestHost(c);
+  const target = verifyTrackingToken(config.secretKey, kind, c.req.param('token') ?? '', host);
+  if (!target?.hostless) return target;
+  const here = hostKey(host);
+  const publicHost = config.publicBaseUrl ? hostKey(new URL(config.publicBaseUrl).host) : undefined;
+  if (here === publicHost || await isTrackingDomainOf(sql, target.projectId, here)) return target;
+  return undefined;
+}
+
 const notFound = (c: Context<AppEnv>) => c.body('Not found\n', 404, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' });
 
 /**
@@ -44,8 +60,8 @@ const notFound = (c: Context<AppEnv>) => c.body('Not found\n', 404, { 'content-t
  */
 export function registerTrackingRoutes(app: Hono<AppEnv>) {
   app.get('/t/c/:token', async (c) => {
-    const { config, sql, log } = c.var.deps;
-    const target = verifyTrackingToken(config.secretKey, 'click', c.req.param('token'), requestHost(c));
+    const { sql, log } = c.var.deps;
+    const target = await targetHere(c, 'click');
     if (!target) return notFound(c);
     // Only a URL stored for this email at send time: the route is never an open redirect.
     const url = await linkUrl(sql, target);
@@ -60,9 +76,9 @@ export function registerTrackingRoutes(app: Hono<AppEnv>) {
     return c.body(null, 302, { location: url, 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' });
   });
 
-  app.get('/t/o/:token', (c) => {
-    const { config, sql, log } = c.var.deps;
-    const target = verifyTrackingToken(config.secretKey, 'open', c.req.param('token'), requestHost(c));
+  app.get('/t/o/:token', async (c) => {
+    const { sql, log } = c.var.deps;
+    const target = await targetHere(c, 'open');
     if (!target) return notFound(c);
     if (c.req.method === 'GET') {
       const agent = c.req.header('user-agent');

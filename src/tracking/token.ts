@@ -49,11 +49,16 @@ function ulidString(bytes: Buffer): string {
 }
 
 /** A host as the MAC takes it: lower case, no port, no trailing dot. */
-const hostKey = (host: string) => host.toLowerCase().replace(/:\d+$/, '').replace(/\.$/, '');
+export const hostKey = (host: string) => host.toLowerCase().replace(/:\d+$/, '').replace(/\.$/, '');
 
 function mac(secretKey: string, kind: TrackingKind, host: string, body: Buffer): Buffer {
   return createHmac('sha256', deriveKey(secretKey, 'tracking-tokens')).update(kind).update('\0').update(hostKey(host)).update('\0')
     .update(body).digest().subarray(0, MAC_BYTES);
+}
+
+/** The MAC of links sent before tokens named their host: the kind and the body alone. */
+function hostlessMac(secretKey: string, kind: TrackingKind, body: Buffer): Buffer {
+  return createHmac('sha256', deriveKey(secretKey, 'tracking-tokens')).update(kind).update(body).digest().subarray(0, MAC_BYTES);
 }
 
 /** A token for `target`, good only on `host` (the host name of the links' base). */
@@ -71,18 +76,23 @@ export function signTrackingToken(secretKey: string, kind: TrackingKind, target:
 
 /**
  * The target of a genuine token requested on the host it was made for, or undefined for anything
- * altered, truncated, too long, not base64url, or asked for on another host.
+ * altered, truncated, too long, not base64url, or asked for on another host. A token of a link
+ * sent before tokens named their host comes back with `hostless`: the caller answers it only on
+ * a host that project issues links on.
  */
-export function verifyTrackingToken(secretKey: string, kind: TrackingKind, token: string, host: string): TrackingTarget | undefined {
+export function verifyTrackingToken(secretKey: string, kind: TrackingKind, token: string, host: string): (TrackingTarget & { hostless?: true }) | undefined {
   if (token.length !== TOKEN_LENGTH || !TOKEN.test(token)) return undefined;
   const raw = Buffer.from(token, 'base64url');
   // The last character carries spare bits: only the one spelling of the bytes is genuine.
   if (raw.length !== BODY_BYTES + MAC_BYTES || raw.toString('base64url') !== token) return undefined;
   const body = raw.subarray(0, BODY_BYTES);
-  if (!timingSafeEqual(raw.subarray(BODY_BYTES), mac(secretKey, kind, host, body))) return undefined;
+  const given = raw.subarray(BODY_BYTES);
+  const hostless = !timingSafeEqual(given, mac(secretKey, kind, host, body));
+  if (hostless && !timingSafeEqual(given, hostlessMac(secretKey, kind, body))) return undefined;
   return {
     projectId: ID_PREFIX.project + ulidString(body.subarray(0, 16)),
     emailId: ID_PREFIX.email + ulidString(body.subarray(16, 32)),
     link: body.readUInt16BE(32),
+    ...(hostless ? { hostless: true as const } : {}),
   };
 }

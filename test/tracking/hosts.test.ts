@@ -1,4 +1,6 @@
 import { test } from 'node:test';
+import { createHmac } from 'node:crypto';
+import { deriveKey } from '../../src/platform/crypto.ts';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
 import { startTestWorker } from '../helpers/worker.ts';
@@ -80,4 +82,37 @@ test('a tracking_domain must be a subdomain of one of the project\'s own domains
   assert.equal(taken.status, 422, await taken.clone().text());
   const [row] = await ctx.sql`select tracking_domain from domains where id = ${bShop}`;
   assert.equal(row!.trackingDomain, null, 'nothing changed');
+});
+
+/** A token as links sent before tokens named their host carried it: the MAC over the kind and the body alone. */
+function hostlessToken(token: string, kind: 'click' | 'open') {
+  const body = Buffer.from(token, 'base64url').subarray(0, 34);
+  const mac = createHmac('sha256', deriveKey(ctx.config.secretKey, 'tracking-tokens')).update(kind).update(body).digest().subarray(0, 12);
+  return Buffer.concat([body, mac]).toString('base64url');
+}
+
+test('a link sent before tokens named their host still answers on its project\'s tracking hosts, and 404 elsewhere', async () => {
+  const t = await ctx.tenant('old links');
+  const other = await ctx.tenant('old links, other project');
+  const shop = await domainFor(t.projectId, 'oldlinks.example');
+  assert.equal((await patch(t.key, shop, { tracking_domain: 'track.oldlinks.example' })).status, 200);
+  const otherShop = await domainFor(other.projectId, 'otherlinks.example');
+  assert.equal((await patch(other.key, otherShop, { tracking_domain: 'track.otherlinks.example' })).status, 200);
+
+  const tokens = await tokensOf(t.key, t.projectId, 'news@oldlinks.example');
+  const click = hostlessToken(tokens.click, 'click');
+  const open = hostlessToken(tokens.open, 'open');
+  assert.notEqual(click, tokens.click);
+  for (const own of ['https://track.oldlinks.example', BASE]) {
+    const res = await ctx.app.request(`${own}/t/c/${click}`);
+    assert.equal(res.status, 302, own);
+    assert.equal(res.headers.get('location'), 'https://shop.example/a');
+    assert.equal((await ctx.app.request(`${own}/t/o/${open}`)).status, 200, own);
+  }
+  for (const elsewhere of ['https://evil.example', 'https://track.otherlinks.example']) {
+    assert.equal((await ctx.app.request(`${elsewhere}/t/c/${click}`)).status, 404, elsewhere);
+    assert.equal((await ctx.app.request(`${elsewhere}/t/o/${open}`)).status, 404, elsewhere);
+  }
+  // A click token is still no open token.
+  assert.equal((await ctx.app.request(`${BASE}/t/o/${click}`)).status, 404);
 });
