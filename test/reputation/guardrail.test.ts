@@ -137,12 +137,19 @@ test('a crossing pauses at once, warns first, tells endpoints that filter for it
   const held = await ctx.call(t.key, '/v1/emails', { method: 'POST', body: { from: 'app@shop.example', to: 'held@example.net', subject: 'Held', text: 'x' } });
   assert.equal(held.status, 201);
   const { id } = (await held.json()) as { id: string };
+  // A scheduled email that falls due while paused waits too, as queued.
+  const scheduled = await ctx.call(t.key, '/v1/emails', { method: 'POST', body: { from: 'app@shop.example', to: 'later@example.net', subject: 'Later', text: 'x', scheduled_at: new Date(Date.now() + 1500).toISOString() } });
+  assert.equal(scheduled.status, 201);
+  const { id: scheduledId } = (await scheduled.json()) as { id: string };
+  const status = async (emailId: string) => ((await (await ctx.call(t.key, `/v1/emails/${emailId}`)).json()) as { status: string }).status;
+  await waitFor('the scheduled email to fall due and be held', async () => (await status(scheduledId)) === 'queued', 60_000);
   await new Promise((r) => setTimeout(r, 500));
-  assert.equal(((await (await ctx.call(t.key, `/v1/emails/${id}`)).json()) as { status: string }).status, 'queued');
+  assert.equal(await status(id), 'queued');
+  assert.equal(await status(scheduledId), 'queued');
   const cli = await runCli(['reputation', 'resume', '--project', t.projectId], { DATABASE_URL: ctx.url, SECRET_KEY: TEST_SECRET_KEY, LOG_LEVEL: 'silent' });
   assert.equal(cli.code, 0, cli.stderr);
-  assert.deepEqual(JSON.parse(cli.stdout), { project: t.projectId, resumed: true, released: 1 });
-  await waitFor('the held email sent', async () => ((await (await ctx.call(t.key, `/v1/emails/${id}`)).json()) as { status: string }).status === 'sent', 60_000);
+  assert.deepEqual(JSON.parse(cli.stdout), { project: t.projectId, resumed: true, released: 2 });
+  await waitFor('the held emails sent', async () => (await status(id)) === 'sent' && (await status(scheduledId)) === 'sent', 60_000);
   await waitFor('the resumed webhook', () => requests().some((r) => JSON.parse(r.body.toString()).type === 'project.sending_resumed'), 60_000);
   const audit = await ctx.sql`select actor_type, action, changes from audit_log where project_id = ${t.projectId} and action like 'reputation.%' order by id`;
   assert.deepEqual(audit.map((r) => [r.actorType, r.action, r.changes]), [
@@ -155,7 +162,7 @@ test('a crossing pauses at once, warns first, tells endpoints that filter for it
   const after = await view(t.key);
   assert.equal(after.state, 'ok');
   assert.deepEqual(after.windows.map((w) => w.bounced), [0, 0, 0, 0]);
-  assert.deepEqual(after.windows.map((w) => w.sent), [1, 1, 1, 1]);
+  assert.deepEqual(after.windows.map((w) => w.sent), [2, 2, 2, 2]);
 });
 
 test('two projects on one access key: one project\'s bounces pause both through the account scope; a resume starts the account afresh too', { timeout: 90_000 }, async () => {
