@@ -14,7 +14,7 @@ import { QUICK, round, spawnRole, type BenchContext, type BenchResult, type Serv
  *    that records it sent (markSent's: the status, the `email.sent` event, its daily and now its
  *    reputation counters). CONNECTIONS loops run that pair for ROUND_SECONDS with the counters on
  *    (the `email.sent` event carries its recipients for the counters, as the send task's does)
- *    and off (the same event without), alternating, three rounds each; `ratio` is the median of
+ *    and off (the same event without), alternating, five rounds each; `ratio` is the median of
  *    the rounds' on/off throughput.
  * 2. GET /v1/reputation through the production API over the `scale` load of 1 million emails
  *    (bench/scale.ts, whose measured project is connected to SES), its counters made by
@@ -24,7 +24,7 @@ import { QUICK, round, spawnRole, type BenchContext, type BenchResult, type Serv
  */
 const CONNECTIONS = 8;
 const ROUND_SECONDS = QUICK ? 1 : 3;
-const ROUNDS = 3;
+const ROUNDS = 5;
 
 async function lifecycles(sql: Sql, projectId: string, counters: boolean): Promise<number> {
   const until = performance.now() + ROUND_SECONDS * 1000;
@@ -76,6 +76,15 @@ export async function reputation(ctx: BenchContext): Promise<BenchResult> {
     const loadS = round((Date.now() - started) / 1000);
     const auth = { authorization: `Bearer ${s.key}` };
     const readP50 = await timeRoute(`${url}/v1/reputation`, auth);
+    // What any authenticated read costs on this machine now (HTTP, the key, the rate limit), for scale.
+    const baselineP50 = await timeRoute(`${url}/v1/domains`, auth);
+    const sqlTimes: number[] = [];
+    for (let i = 0; i < 45; i++) {
+      const t = performance.now();
+      await sql`select * from mailroom_reputation(${measured})`;
+      if (i >= 5) sqlTimes.push(performance.now() - t);
+    }
+    sqlTimes.sort((a, b) => a - b);
     const [rows] = await sql<[{ n: number }]>`select count(*)::int as n from reputation_counts where project_id = ${measured}`;
     const t0 = performance.now();
     await sql`select * from ops.reputation`;
@@ -84,6 +93,8 @@ export async function reputation(ctx: BenchContext): Promise<BenchResult> {
       bench: 'reputation',
       ratio: round(ratios[Math.floor(ratios.length / 2)]!, 3),
       read_p50_ms: round(readP50, 2),
+      baseline_route_p50_ms: round(baselineP50, 2),
+      read_sql_median_ms: round(sqlTimes[Math.floor(sqlTimes.length / 2)]!, 2),
       lifecycles_per_s_with: round(on.reduce((a, b) => a + b, 0) / on.length),
       lifecycles_per_s_without: round(off.reduce((a, b) => a + b, 0) / off.length),
       emails_loaded: LARGE,
