@@ -5,6 +5,7 @@ import { SECURITY } from '../http/security.ts';
 import { isWellFormedId } from '../platform/ids.ts';
 import { AUDIT_ACTIONS } from './record.ts';
 import { auditEntryExists, listAudit, toAuditEntry } from './queries.ts';
+import { PAGE_QUERY } from '../http/paging.ts';
 
 const AuditEntry = z
   .object({
@@ -37,8 +38,7 @@ const list = createRoute({
   security: SECURITY,
   request: {
     query: z.object({
-      limit: z.coerce.number().int().min(1).max(100).default(25).openapi({ description: '1 to 100, default 25.' }),
-      starting_after: z.string().max(100).optional().openapi({ description: 'The last id of the previous page.' }),
+      ...PAGE_QUERY,
       action: z.enum(AUDIT_ACTIONS).optional().openapi({ description: 'Only entries of this action, such as `api_key.created`.' }),
     }),
   },

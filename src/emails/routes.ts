@@ -13,6 +13,7 @@ import { MAX_BATCH, readBatchBody } from './batch.ts';
 import { sendBatch as sendEmails, sendEmail } from './service.ts';
 import { listEventsOfEmail } from '../events/queries.ts';
 import { repliesTo } from '../inbound/queries.ts';
+import { PAGE_QUERY } from '../http/paging.ts';
 
 const sendEmailRoute = createRoute({
   method: 'post',
@@ -53,8 +54,7 @@ const listEmails = createRoute({
   security: SECURITY,
   request: {
     query: z.object({
-      limit: z.coerce.number().int().min(1).max(100).default(25).openapi({ description: '1 to 100, default 25.' }),
-      starting_after: z.string().max(100).optional().openapi({ description: 'The last id of the previous page.' }),
+      ...PAGE_QUERY,
       status: z.enum(EMAIL_STATUSES).optional(),
       tag: z.string().max(600).regex(TAG_FILTER, 'tag is name:value').optional()
         .openapi({ description: 'Only emails carrying this tag, as `name:value`.' }),

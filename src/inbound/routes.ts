@@ -6,6 +6,7 @@ import { SECURITY } from '../http/security.ts';
 import { isWellFormedId } from '../platform/ids.ts';
 import { getReceived, listReceived, receivedExists } from './queries.ts';
 import { AttachmentLinkSchema, ReceivedEmailList, ReceivedEmailSchema, toAttachmentLink, toReceived, type LinkBase } from './schemas.ts';
+import { PAGE_QUERY } from '../http/paging.ts';
 
 /** Links are made for PUBLIC_BASE_URL, else for the address the caller used. */
 export function linkBase(c: Context<AppEnv>): LinkBase {
@@ -31,8 +32,7 @@ const list = createRoute({
   security: SECURITY,
   request: {
     query: z.object({
-      limit: z.coerce.number().int().min(1).max(100).default(25).openapi({ description: '1 to 100, default 25.' }),
-      starting_after: z.string().max(100).optional().openapi({ description: 'The last id of the previous page.' }),
+      ...PAGE_QUERY,
     }),
   },
   responses: {

@@ -5,6 +5,7 @@ import type { AppEnv } from '../http/context.ts';
 import { SECURITY } from '../http/security.ts';
 import { SinkMessageList, SinkMessageResponse, toSinkMessage, toSinkSummary } from './schemas.ts';
 import * as store from './store.ts';
+import { PAGE_QUERY } from '../http/paging.ts';
 
 const list = createRoute({
   method: 'get',
@@ -15,8 +16,7 @@ const list = createRoute({
   security: SECURITY,
   request: {
     query: z.object({
-      limit: z.coerce.number().int().min(1).max(100).default(25).openapi({ description: '1 to 100, default 25.' }),
-      starting_after: z.string().max(100).optional().openapi({ description: 'The last id of the previous page.' }),
+      ...PAGE_QUERY,
     }),
   },
   responses: {

@@ -12,6 +12,7 @@ import {
 } from './service.ts';
 import { RenderedTemplateResponse, TemplateList, TemplateResponse, TemplateVersionList, toTemplateListItem, toTemplateResponse } from './schemas.ts';
 import * as q from './queries.ts';
+import { PAGE_QUERY } from '../http/paging.ts';
 
 /** A template body holds three parts of at most MAX_SOURCE characters each, JSON-escaped. */
 const BODY_LIMIT = 8 * MAX_SOURCE + 256 * 1024;
@@ -35,8 +36,7 @@ const list = createRoute({
   description: 'The project\'s templates, newest first, with cursor paging on `starting_after`. Items omit `html` and `text`.',
   request: {
     query: z.object({
-      limit: z.coerce.number().int().min(1).max(100).default(25).openapi({ description: '1 to 100, default 25.' }),
-      starting_after: z.string().max(100).optional().openapi({ description: 'The last id of the previous page.' }),
+      ...PAGE_QUERY,
     }),
   },
   responses: { 200: ok('A page of templates.', TemplateList), ...errorResponses(401, 403, 404, 422, 429) },
