@@ -5,7 +5,7 @@ import { newId } from '../src/platform/ids.ts';
 import { randomBase64url, sha256 } from '../src/platform/crypto.ts';
 import { rebuildStats } from '../src/stats/rebuild.ts';
 import { applyRetention } from '../src/retention/apply.ts';
-import { ensurePartitions } from '../src/retention/partitions.ts';
+import { ensurePartitions, PARTITIONED_TABLES } from '../src/retention/partitions.ts';
 import { freePort, QUICK, round, sleep, spawnRole, type BenchContext, type BenchResult, type Service } from './support.ts';
 
 /**
@@ -21,10 +21,12 @@ import { freePort, QUICK, round, sleep, spawnRole, type BenchContext, type Bench
  * median of repeated runs. Then, at 1 million: the database size, retention of one day and of a
  * month (and the bodies), and the accept and send latency while that month goes. Last, the same
  * reads over 98 day partitions (the 90 days the default retention keeps, today and a week ahead)
- * and over the newest 30 (CONTRACT §18.16): the cost of the days kept, rows aside.
+ * and over the newest 30 (CONTRACT §18.16), the older days detached and attached back between
+ * counts, in three rounds of alternating order: the cost of the days kept, rows aside.
  *
  * Prints one line per read on stdout: {"bench":"scale","read":…,"small_ms":…,"large_ms":…,"ratio":…,
- * "p98_ms":…,"p30_ms":…,"partitions_ratio":…} (partitions_ratio = p98_ms / p30_ms).
+ * "p98_ms":…,"p30_ms":…,"partitions_ratio":…,"partitions_ratio_rounds":[…]} (partitions_ratio = p98_ms /
+ * p30_ms, each the median of the rounds; the rounds' own ratios after it).
  */
 const SMALL = QUICK ? 2_000 : 10_000;
 export const LARGE = QUICK ? 20_000 : 1_000_000;
@@ -133,12 +135,28 @@ export async function load(sql: Sql, s: Setup, from: number, to: number) {
   process.stderr.write(`bench: scale: stats rebuild and vacuum analyze in ${round((Date.now() - started) / 1000)} s\n`);
 }
 
-/** The day partitions the reads are measured over (CONTRACT §18.16), most first: days are only ever dropped. */
+/** The day partitions the reads are measured over (CONTRACT §18.16). */
 const PARTITION_COUNTS = [98, 30] as const;
+/** Rounds of both counts, in turn (98 then 30, then 30 then 98, ...), each read's medians pooled. */
+const PARTITION_ROUNDS = 3;
+
+/** The day partitions of every table partitioned by day, newest first, with the bound each was attached with. */
+async function dayPartitions(sql: Sql) {
+  return sql<{ parent: string; child: string; bound: string }[]>`
+    select p.relname as parent, c.relname as child, pg_get_expr(c.relpartbound, c.oid) as bound
+    from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
+    where p.relname = any(${[...PARTITIONED_TABLES]}) order by c.relname desc`;
+}
+
+/** How many day partitions emails has. */
+async function emailDays(sql: Sql) {
+  const [left] = await sql<[{ n: number }]>`select count(*)::int as n from pg_inherits where inhparent = 'emails'::regclass`;
+  return left.n;
+}
 
 /**
- * Drops the oldest days until `kept` day partitions are left (the emails' and those of the tables
- * partitioned with them), as retention would have. The benchmark alone uses the database.
+ * Drops the oldest days until `kept` day partitions are left (those of every table partitioned
+ * by day), as retention would have. The benchmark alone uses the database.
  */
 async function keepNewestPartitions(sql: Sql, kept: number) {
   const days = await sql<{ suffix: string }[]>`
@@ -146,12 +164,52 @@ async function keepNewestPartitions(sql: Sql, kept: number) {
     from pg_inherits i join pg_class c on c.oid = i.inhrelid
     where i.inhparent = 'emails'::regclass order by c.relname desc offset ${kept}`;
   for (const { suffix } of days) {
-    await sql.unsafe(['emails', 'events', 'webhook_deliveries', 'email_tags'].map((t) => `drop table if exists ${t}${suffix}`).join('; '));
+    await sql.unsafe(PARTITIONED_TABLES.map((t) => `drop table if exists ${t}${suffix}`).join('; '));
   }
-  const [left] = await sql<[{ n: number }]>`select count(*)::int as n from pg_inherits where inhparent = 'emails'::regclass`;
-  if (left.n < kept) throw new Error(`only ${left.n} day partitions to measure over, ${kept} wanted`);
+  const left = await emailDays(sql);
+  if (left < kept) throw new Error(`only ${left} day partitions to measure over, ${kept} wanted`);
   await sql`vacuum analyze`;
-  process.stderr.write(`bench: scale: measuring over ${left.n} day partitions\n`);
+}
+
+/**
+ * Detaches the days older than the newest `kept` (they stay as tables, rows and all), or attaches
+ * back those detached, so both counts are measured in turn over the same rows and neither always
+ * comes second (caches, autovacuum and other load drift with time).
+ */
+async function detachOlderDays(sql: Sql, kept: number) {
+  const days = (await sql<{ suffix: string }[]>`
+    select substr(c.relname, length('emails') + 1) as suffix
+    from pg_inherits i join pg_class c on c.oid = i.inhrelid
+    where i.inhparent = 'emails'::regclass order by c.relname desc offset ${kept}`).map((d) => d.suffix);
+  const parts = (await dayPartitions(sql)).filter((p) => days.includes(p.child.slice(p.parent.length)));
+  for (const p of parts) await sql.unsafe(`alter table ${p.parent} detach partition ${p.child}`);
+  await sql.unsafe(`analyze ${PARTITIONED_TABLES.join(', ')}`);
+  return parts;
+}
+
+async function attachBack(sql: Sql, parts: Array<{ parent: string; child: string; bound: string }>) {
+  for (const p of parts) await sql.unsafe(`alter table ${p.parent} attach partition ${p.child} ${p.bound}`);
+  await sql.unsafe(`analyze ${PARTITIONED_TABLES.join(', ')}`);
+}
+
+/** Every read at both counts, PARTITION_ROUNDS times in alternating order; each read's median per count, and each round's. */
+async function measureByPartitions(sql: Sql, s: Setup, url: string) {
+  const [many, few] = PARTITION_COUNTS;
+  await keepNewestPartitions(sql, many);
+  const rounds: Record<number, Array<Record<string, number>>> = { [many]: [], [few]: [] };
+  let detached: Awaited<ReturnType<typeof detachOlderDays>> = [];
+  for (let r = 0; r < PARTITION_ROUNDS; r++) {
+    const order = r % 2 === 0 ? [many, few] : [few, many];
+    for (const kept of order) {
+      if (kept === few && detached.length === 0) detached = await detachOlderDays(sql, few);
+      if (kept === many && detached.length > 0) { await attachBack(sql, detached); detached = []; }
+      process.stderr.write(`bench: scale: round ${r + 1}, measuring over ${await emailDays(sql)} day partitions\n`);
+      rounds[kept]!.push(await measure(sql, s, url));
+    }
+  }
+  if (detached.length > 0) await attachBack(sql, detached);
+  const pooled = (kept: number) => Object.fromEntries(Object.keys(rounds[kept]![0]!).map((read) => [read, median(rounds[kept]!.map((m) => m[read]!))]));
+  return { [many]: pooled(many), [few]: pooled(few), rounds };
 }
 
 const median = (xs: number[]) => { const s = [...xs].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]!; };
@@ -314,17 +372,17 @@ export async function scale(ctx: BenchContext): Promise<BenchResult> {
 
     // The same reads over the days a database keeps: 98 day partitions (the default retention's
     // 90 days, today and a week ahead), then the newest 30 of them.
-    const byPartitions: Record<number, Record<string, number>> = {};
-    for (const kept of PARTITION_COUNTS) {
-      await keepNewestPartitions(sql, kept);
-      byPartitions[kept] = await measure(sql, s, url);
-    }
+    // The worker goes first: its retention runs would drop the days detached between counts.
+    await worker.stop();
+    services.splice(services.indexOf(worker), 1);
+    const byPartitions = await measureByPartitions(sql, s, url);
     const [many, few] = PARTITION_COUNTS;
     for (const read of Object.keys(small)) {
       process.stdout.write(`${JSON.stringify({
         bench: 'scale', read, small_ms: round(small[read]!, 2), large_ms: round(large[read]!, 2), ratio: round(large[read]! / small[read]!, 2),
         [`p${few}_ms`]: round(byPartitions[few]![read]!, 2), [`p${many}_ms`]: round(byPartitions[many]![read]!, 2),
         partitions_ratio: round(byPartitions[many]![read]! / byPartitions[few]![read]!, 2),
+        partitions_ratio_rounds: byPartitions.rounds[many]!.map((m, r) => round(m[read]! / byPartitions.rounds[few]![r]![read]!, 2)),
       })}\n`);
     }
     return {

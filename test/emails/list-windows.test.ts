@@ -5,6 +5,7 @@ import { encodeTime } from 'ulid';
 import { createTestDatabase } from '../helpers/db.ts';
 import { listEmails } from '../../src/emails/queries.ts';
 import { ensurePartitions } from '../../src/retention/partitions.ts';
+import { createSql } from '../../src/platform/db.ts';
 
 const DAY = 86_400_000;
 
@@ -52,6 +53,32 @@ test('pages cross the windows a list is read in: every email once, newest first,
       }
       assert.deepEqual(seen, want.map((r) => r.id), `${name}, pages of ${limit}`);
     }
+  }
+  await sql.end();
+});
+
+// Each window's statement is planned once per connection and its plan kept: never planned again
+// for the values of a call (that planned every partition of the window each time, for the first
+// five calls on each connection).
+test('a list page plans each window statement once per connection, not for each call', async () => {
+  const { url, sql: setup } = await createTestDatabase();
+  await ensurePartitions(setup, { from: new Date(Date.now() - 100 * DAY) });
+  await setup`insert into projects (id, name) values ('proj_p', 'plans')`;
+  await setup.end();
+  const sql = createSql(url, { max: 1 });
+  for (let i = 0; i < 3; i++) {
+    // An address, a tag and a status on no email: every window is read.
+    await listEmails(sql, 'proj_p', { limit: 20, to: 'nobody@x.test' });
+    await listEmails(sql, 'proj_p', { limit: 20, tag: { name: 'k', value: 'none' } });
+    await listEmails(sql, 'proj_p', { limit: 20, status: 'failed' });
+  }
+  const plans = await sql<{ statement: string; genericPlans: number; customPlans: number }[]>`
+    select statement, generic_plans::int, custom_plans::int from pg_prepared_statements
+    where statement like '%limit 26%' and statement not like '%pg_prepared_statements%'`;
+  assert.equal(plans.length, 3 * 7, 'seven windows for each of the three filters');
+  for (const p of plans) {
+    assert.equal(p.customPlans, 0, p.statement);
+    assert.equal(p.genericPlans, 3, p.statement);
   }
   await sql.end();
 });
