@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
-import { newId } from '../../src/platform/ids.ts';
+import { ulid } from 'ulid';
+import { ID_PREFIX, newId } from '../../src/platform/ids.ts';
 
 const ctx = await createTestContext();
 const t = await ctx.tenant('ops');
@@ -58,4 +59,34 @@ test('ops.queue shows jobs by task and state; ops.domains shows check age', asyn
   const [d] = await sql`select value, verification_status, extract(epoch from last_check_age)::int as age from ops.domains where project_id = ${t.projectId}`;
   assert.equal(d!.value, 'ops.test');
   assert.ok(d!.age >= 7200 && d!.age < 7300);
+});
+
+test('ops.webhook_health: each endpoint its own 24-hour success rate and newest error, across days and projects', async () => {
+  const other = await ctx.tenant('ops-other');
+  const endpoint = async (projectId: string) => {
+    const id = newId('webhook');
+    await sql`insert into webhook_endpoints (id, project_id, url, secret_encrypted) values (${id}, ${projectId}, 'https://x.test/h', ${Buffer.from('x')})`;
+    return id;
+  };
+  const [a, b, c] = [await endpoint(t.projectId), await endpoint(t.projectId), await endpoint(other.projectId)];
+  const oldEmail = await email('sent', { createdAgo: '20 days' });
+  const newEmail = await email('sent');
+  // A delivery's id is its time: `ago` back from now.
+  const delivery = async (endpointId: string, projectId: string, emailId: string, status: string, error: string | null, ago: number) => {
+    const evt = newId('event');
+    await sql`insert into events (id, project_id, email_id, type) values (${evt}, ${projectId}, ${emailId}, 'email.delivered')`;
+    await sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, status, error)
+      values (${ID_PREFIX.delivery + ulid(Date.now() - ago)}, ${projectId}, ${endpointId}, ${evt}, ${emailId}, ${status}, ${error})`;
+  };
+  const HOUR = 3_600_000;
+  await delivery(a, t.projectId, newEmail, 'delivered', null, 3 * HOUR);
+  await delivery(a, t.projectId, oldEmail, 'failed', 'HTTP 500 newest', 1 * HOUR); // an old email's event, today
+  await delivery(a, t.projectId, newEmail, 'failed', 'HTTP 502 older', 2 * HOUR);
+  await delivery(a, t.projectId, newEmail, 'failed', 'HTTP 503 past the window', 30 * HOUR);
+  await delivery(a, t.projectId, newEmail, 'pending', null, 0);
+  await delivery(b, t.projectId, newEmail, 'delivered', null, HOUR);
+  const rows = await sql`select endpoint_id, success_rate_24h_pct::float8 as rate, last_error, pending_deliveries::int as pending
+    from ops.webhook_health where endpoint_id in ${sql([a, b, c])}`;
+  const by = Object.fromEntries(rows.map((r) => [r.endpointId, [r.rate, r.lastError, r.pending]]));
+  assert.deepEqual(by, { [a]: [33.3, 'HTTP 500 newest', 1], [b]: [100, null, 0], [c]: [null, null, 0] });
 });
