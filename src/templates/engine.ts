@@ -164,7 +164,7 @@ export class RenderTooLarge extends Error {
  * output passes the limit, whatever the template's shape. Loops are also bounded in turns, all of
  * them together, so loops that produce nothing still end.
  */
-let budget: { limit: number; used: number; iterations: number } | undefined;
+let budget: { limit: number; used: number; iterations: number; maxIterations: number } | undefined;
 const MAX_ITERATIONS = 100_000;
 
 /** Charges one appended piece of output to the running render; called from compiled templates. */
@@ -247,16 +247,20 @@ export type Compiled = (values: Values) => string;
  * A part compiled, and what it costs to keep: its source and the generated code, in bytes (the
  * cache of compiled templates is bounded by this).
  */
-export type CompiledPart = { fn: Compiled; bytes: number };
+export type CompiledPart = { fn: Compiled; bytes: number; code: string };
 export function compilePart(part: TemplatePart, source: string): CompiledPart {
   const code = env.precompile(source, compileOptions(part)) as unknown as string;
-  // What env.compile would do, from the generated code, whose size is then known.
+  return { fn: templateFromCode(code), bytes: source.length + code.length, code };
+}
+
+/**
+ * What env.compile would do, from the generated code: a parse of JavaScript, not of the
+ * template, so another thread can run a part compiled once elsewhere.
+ */
+export function templateFromCode(code: string): Compiled {
   const spec = new Function(`return ${code}`)() as TemplateSpecification;
   const fn = env.template(spec);
-  return {
-    fn: (values) => fn(values, { allowProtoPropertiesByDefault: false, allowProtoMethodsByDefault: false }),
-    bytes: source.length + code.length,
-  };
+  return (values) => fn(values, { allowProtoPropertiesByDefault: false, allowProtoMethodsByDefault: false });
 }
 type TemplateSpecification = Parameters<typeof env.template>[0];
 
@@ -268,7 +272,7 @@ env.registerHelper('each', function (this: unknown, context: unknown, options: H
   return builtinEach.call(this, context, {
     ...options,
     fn: (ctx: unknown, opts?: unknown) => {
-      if (budget && ++budget.iterations > MAX_ITERATIONS) throw new RenderTooLarge(budget.limit + 1);
+      if (budget && ++budget.iterations > budget.maxIterations) throw new RenderTooLarge(budget.limit + 1);
       return fn(ctx, opts);
     },
   });
@@ -278,8 +282,8 @@ env.registerHelper('each', function (this: unknown, context: unknown, options: H
  * Runs compiled parts with one shared budget of `limit` bytes of output. Throws RenderTooLarge
  * as soon as the output passes it, and TemplateRuntimeError for anything Handlebars throws.
  */
-export function renderParts<T extends Partial<Record<TemplatePart, Compiled | null>>>(parts: T, values: Values, limit: number): { [K in keyof T]: string | null } {
-  budget = { limit, used: 0, iterations: 0 };
+export function renderParts<T extends Partial<Record<TemplatePart, Compiled | null>>>(parts: T, values: Values, limit: number, maxIterations = MAX_ITERATIONS): { [K in keyof T]: string | null } {
+  budget = { limit, used: 0, iterations: 0, maxIterations };
   try {
     const out = {} as Record<string, string | null>;
     for (const [name, fn] of Object.entries(parts) as [string, Compiled | null | undefined][]) {

@@ -14,12 +14,12 @@ export type PartRef = { part: TemplatePart; key: string; source?: string };
 
 export type ThreadRequest =
   | { id: number; op: 'check'; parts: PartRef[]; declared: string[] }
-  | { id: number; op: 'render'; parts: PartRef[]; values: Values; limit: number }
+  | { id: number; op: 'render'; parts: PartRef[]; values: Values; limit: number; codeFor?: string[] }
   | { id: number; op: 'stats' };
 
 export type ThreadReply = { id: number } & (
   | { problems: ValidationDetail[] }
-  | { out: Record<string, string | null> }
+  | { out: Record<string, string | null>; code?: Record<string, string> }
   | { missing: string[] }
   | { tooLarge: number }
   | { runtimeError: string }
@@ -77,6 +77,7 @@ export function serveTemplates(port: MessagePort, cacheBytes: number) {
       return { id, problems };
     }
     const parts: Partial<Record<TemplatePart, CompiledPart['fn']>> = {};
+    const code: Record<string, string> = {};
     const missing: string[] = [];
     for (const p of req.parts) {
       let compiled = cache.get(p.key);
@@ -87,12 +88,14 @@ export function serveTemplates(port: MessagePort, cacheBytes: number) {
       }
       if (!compiled) missing.push(p.key);
       else parts[p.part] = compiled.fn;
+      if (compiled && req.codeFor?.includes(p.key)) code[p.key] = compiled.code;
     }
     if (missing.length) return { id, missing };
     try {
       // Structured cloning gave the values a prototype again; a render sees own keys only.
       const values = Object.assign(Object.create(null) as Values, req.values);
-      return { id, out: renderParts(parts, values, req.limit) as Record<string, string | null> };
+      const out = renderParts(parts, values, req.limit) as Record<string, string | null>;
+      return req.codeFor?.length ? { id, out, code } : { id, out };
     } catch (err) {
       if (err instanceof RenderTooLarge) return { id, tooLarge: err.sizeBytes };
       if (err instanceof TemplateRuntimeError) return { id, runtimeError: err.message };

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import type { ValidationDetail } from '../http/errors.ts';
-import { RenderTooLarge, TemplateRuntimeError, type TemplatePart, type Values } from './engine.ts';
+import { renderParts, RenderTooLarge, templateFromCode, TemplateRuntimeError, type Compiled, type TemplatePart, type Values } from './engine.ts';
 import type { PartRef, ThreadReply, ThreadRequest } from './thread.ts';
 
 /**
@@ -24,6 +24,17 @@ const JOB_TIMEOUT_MS = 60_000;
 const THREAD_HEAP_MB = 128;
 /** Keys this side believes the thread holds, so their sources need not be copied again. */
 const MAX_SHIPPED = 10_000;
+/**
+ * A part whose generated code is at most this size also runs on the event loop, within
+ * INLINE_OUTPUT_BYTES of output and INLINE_ITERATIONS loop turns: well under a millisecond, where
+ * a round trip to the thread costs a send more than that on a busy machine. A render that would
+ * pass either bound stops there and goes to the thread, which has the message's whole budget.
+ */
+const INLINE_CODE_BYTES = 16 * 1024;
+const INLINE_OUTPUT_BYTES = 32 * 1024;
+const INLINE_ITERATIONS = 1_000;
+/** The event loop's copies of small parts, by key, bounded by their code's bytes. */
+const INLINE_CACHE_BYTES = 4 * 1024 * 1024;
 
 const ENTRY = import.meta.url.endsWith('.ts')
   ? new URL('../template-thread.ts', import.meta.url)
@@ -38,8 +49,13 @@ type Pending = { resolve: (r: ThreadReply) => void; reject: (e: Error) => void; 
 class TemplateThread {
   #worker: Worker | undefined;
   #nextId = 1;
+  /** Renders handed to the thread, for tests that check which side rendered. */
+  threadRenders = 0;
   readonly #pending = new Map<number, Pending>();
   readonly #shipped = new Set<string>();
+  /** Small parts this side runs itself (null: too large, always the thread's), oldest first. */
+  readonly #inline = new Map<string, { fn: Compiled; bytes: number } | null>();
+  #inlineBytes = 0;
 
   constructor(private readonly cacheBytes: number) {}
 
@@ -88,6 +104,29 @@ class TemplateThread {
     return parts.map((p) => (withSources || !this.#shipped.has(p.key) ? { part: p.part, key: p.key, source: p.source } : { part: p.part, key: p.key }));
   }
 
+  /** The parts as this side runs them, when every one is small and already here. */
+  #inlineParts(parts: SourcePart[]): Partial<Record<TemplatePart, Compiled>> | undefined {
+    const out: Partial<Record<TemplatePart, Compiled>> = {};
+    for (const p of parts) {
+      const entry = this.#inline.get(p.key);
+      if (!entry) return undefined;
+      out[p.part] = entry.fn;
+    }
+    return out;
+  }
+
+  #keepInline(key: string, code: string | undefined) {
+    if (this.#inline.has(key) || code === undefined) return;
+    if (code.length > INLINE_CODE_BYTES) { this.#inline.set(key, null); return; }
+    this.#inline.set(key, { fn: templateFromCode(code), bytes: code.length });
+    this.#inlineBytes += code.length;
+    for (const [k, e] of this.#inline) {
+      if (this.#inlineBytes <= INLINE_CACHE_BYTES && this.#inline.size <= MAX_SHIPPED) break;
+      this.#inline.delete(k);
+      this.#inlineBytes -= e?.bytes ?? 0;
+    }
+  }
+
   #remember(parts: SourcePart[]) {
     for (const p of parts) {
       if (this.#shipped.size >= MAX_SHIPPED) this.#shipped.clear();
@@ -108,11 +147,25 @@ class TemplateThread {
    * TemplateRuntimeError when the template fails.
    */
   async render(parts: SourcePart[], values: Values, limit: number): Promise<Record<string, string | null>> {
-    let reply = await this.#request({ op: 'render', parts: this.#refs(parts, false), values, limit });
+    const small = this.#inlineParts(parts);
+    if (small) {
+      try {
+        return renderParts(small, values, Math.min(limit, INLINE_OUTPUT_BYTES), INLINE_ITERATIONS);
+      } catch (err) {
+        // Past the inline bounds: the thread renders it with the message's whole budget.
+        if (!(err instanceof RenderTooLarge)) throw err;
+      }
+    }
+    const codeFor = parts.filter((p) => !this.#inline.has(p.key)).map((p) => p.key);
+    this.threadRenders++;
+    let reply = await this.#request({ op: 'render', parts: this.#refs(parts, false), values, limit, codeFor });
     // The thread dropped some (its cache is bounded, or it restarted): send them this time.
-    if ('missing' in reply) reply = await this.#request({ op: 'render', parts: this.#refs(parts, true), values, limit });
+    if ('missing' in reply) reply = await this.#request({ op: 'render', parts: this.#refs(parts, true), values, limit, codeFor });
     this.#remember(parts);
-    if ('out' in reply) return reply.out;
+    if ('out' in reply) {
+      for (const key of codeFor) this.#keepInline(key, reply.code?.[key]);
+      return reply.out;
+    }
     if ('tooLarge' in reply) throw new RenderTooLarge(reply.tooLarge);
     if ('runtimeError' in reply) throw new TemplateRuntimeError(reply.runtimeError);
     throw new TemplateThreadError('the template thread answered nothing usable');

@@ -36,3 +36,20 @@ test('the compiled cache holds at most TEMPLATE_CACHE_MB of text and code, whate
   assert.ok(stats.bytes <= 1024 * 1024, `${stats.bytes} bytes cached`);
   assert.ok(stats.entries < 4, `${stats.entries} entries`);
 });
+
+test('a small template renders on the event loop after its first render; output past the inline bounds comes whole from the thread', async () => {
+  const t = (await call('/v1/templates', { name: 'Small', subject: 'Hi {{n}}', html: '<p>{{n}}</p>', variables: [{ key: 'n', type: 'string' }] })).body;
+  const render = async (n: string) => {
+    const res = await ctx.call(key, `/v1/templates/${t.id}/render`, { method: 'POST', body: { variables: { n } } });
+    assert.equal(res.status, 200);
+    return (await res.json()) as { subject: string; html: string };
+  };
+  const first = templateThread().threadRenders;
+  assert.deepEqual(await render('a & b'), { ...(await render('a & b')), html: '<p>a &amp; b</p>' });
+  assert.equal((await render('<c>')).html, '<p>&lt;c&gt;</p>');
+  assert.equal(templateThread().threadRenders, first + 1, 'only the first render went to the thread');
+  // 60,000 `&` escape to 300 KB: past the event loop's bound, so the thread renders it whole.
+  const big = await render('&'.repeat(60_000));
+  assert.equal(big.html, `<p>${'&amp;'.repeat(60_000)}</p>`);
+  assert.equal(templateThread().threadRenders, first + 2);
+});
