@@ -89,7 +89,8 @@ test('malformed, deeply nested or multi-megabyte HTML is rewritten in bounded ti
       const r = await rewriteHtml(hostile, { ...options, budgetMs: 500 });
       const took = performance.now() - started;
       assert.ok(took < 2500, `took ${took.toFixed(0)} ms`);
-      if ('untracked' in r) assert.equal(r.untracked, 'parse_too_slow');
+      // Left untracked for time, or, where the parse gets that far within it, for its links.
+      if ('untracked' in r) assert.ok(['parse_too_slow', 'too_many_links'].includes(r.untracked), r.untracked);
       else assert.ok(r.html.length > hostile.length);
     }
   } finally {
