@@ -6,6 +6,7 @@ import { commitShared } from '../platform/shared-commit.ts';
 import type { DomainTracking } from '../interfaces.ts';
 import { withSubmittedBodies } from './submitted-bodies.ts';
 import { idFloor } from '../platform/ids.ts';
+import { inEmailsDay, type EmailsTable } from './day-table.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
@@ -299,6 +300,8 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   domainTracking: DomainTracking | null;
   /** Retention took its html, text and attachments: it must never go out (§18.5). */
   bodyPurged: boolean;
+  /** The partition its row is in, which the statements settling it name (day-table.ts). */
+  table: EmailsTable;
 };
 
 /**
@@ -320,11 +323,21 @@ export async function claimEmail(
   projectId: string,
   emailId: string,
   lease: { owner: string; seconds: number; deadAfterSeconds: number; self?: { id: string; busy: boolean } },
+): Promise<ClaimedEmail | undefined> {
+  return inEmailsDay(sql, emailId, (table) => claimIn(sql, table, projectId, emailId, lease));
+}
+
+async function claimIn(
+  sql: Sql,
+  table: EmailsTable,
+  projectId: string,
+  emailId: string,
+  lease: { owner: string; seconds: number; deadAfterSeconds: number; self?: { id: string; busy: boolean } },
 ) {
   const holder = sql`split_part(emails.lease_owner, '/', 1)`;
   // Committed with the claims and settles of other jobs running now: one WAL flush for many.
-  const [row] = await commitShared(sql, (tx) => tx<ClaimedEmail[]>`
-    update emails set status = 'sending', attempt_count = attempt_count + 1, updated_at = now(),
+  const [row] = await commitShared(sql, (tx) => tx<Omit<ClaimedEmail, 'table'>[]>`
+    update ${tx(table)} emails set status = 'sending', attempt_count = attempt_count + 1, updated_at = now(),
       lease_owner = ${lease.owner}, lease_expires_at = now() + make_interval(secs => ${lease.seconds})
     where id = ${emailId} and project_id = ${projectId}
       and (((status = 'queued' or (status = 'scheduled' and scheduled_at <= now() + interval '1 second'))
@@ -351,7 +364,7 @@ export async function claimEmail(
       (select json_build_object('openTracking', d.open_tracking, 'clickTracking', d.click_tracking, 'trackingDomain', d.tracking_domain)
        from domains d where d.project_id = emails.project_id
          and d.value = lower(substring(emails.from_address from '@([^@<>[:space:]]+)>?[[:space:]]*$'))) as domain_tracking`);
-  return row;
+  return row && { ...row, table };
 }
 
 /**
@@ -360,9 +373,9 @@ export async function claimEmail(
  * Undefined once the email is no longer `sending`.
  */
 export async function liveLeaseEnd(sql: Sql, projectId: string, emailId: string) {
-  const [row] = await sql<[{ leaseExpiresAt: Date }?]>`
-    select greatest(lease_expires_at, now() + interval '5 seconds') as lease_expires_at from emails
-    where id = ${emailId} and project_id = ${projectId} and status = 'sending'`;
+  const [row] = await inEmailsDay(sql, emailId, (table) => sql<[{ leaseExpiresAt: Date }?]>`
+    select greatest(lease_expires_at, now() + interval '5 seconds') as lease_expires_at from ${sql(table)}
+    where id = ${emailId} and project_id = ${projectId} and status = 'sending'`);
   return row?.leaseExpiresAt;
 }
 
@@ -371,14 +384,14 @@ export async function liveLeaseEnd(sql: Sql, projectId: string, emailId: string)
  * its held mail; the resume gives it its job again. True when the project is paused.
  */
 export async function holdIfPaused(sql: Sql, projectId: string, emailId: string): Promise<boolean> {
-  const [row] = await sql<[{ paused: boolean }?]>`
+  const [row] = await inEmailsDay(sql, emailId, (table) => sql<[{ paused: boolean }?]>`
     with paused as (select 1 from project_reputation where project_id = ${projectId} and paused_at is not null),
     held as (
-      update emails set status = 'queued', updated_at = now()
+      update ${sql(table)} set status = 'queued', updated_at = now()
       where id = ${emailId} and project_id = ${projectId} and status = 'scheduled' and scheduled_at <= now() + interval '1 second'
         and exists (select 1 from paused)
       returning id)
-    select exists (select 1 from paused) as paused`;
+    select exists (select 1 from paused) as paused`);
   return row?.paused ?? false;
 }
 
@@ -387,12 +400,15 @@ export async function enqueueSendAgain(sql: Sql, projectId: string, emailId: str
   await sql`select ${sendJob(sql, emailId, projectId, delayMs)}`;
 }
 
+/** The statements settling a claimed email name its partition, aliased `emails` (day-table.ts). */
+const CLAIMED = (sql: Sql | TxSql, email: ClaimedEmail) => sql`${sql(email.table)} emails`;
+
 const HELD = (sql: Sql | TxSql, email: ClaimedEmail) =>
   sql`id = ${email.id} and project_id = ${email.projectId} and status = 'sending' and lease_owner = ${email.leaseOwner}`;
 
 /** The lease-release UPDATE both give-ups run, returning the email's id when the attempt still held it. */
 function releaseLease(sql: Sql, email: ClaimedEmail) {
-  return sql`update emails set lease_owner = null, lease_expires_at = now(), updated_at = now() where ${HELD(sql, email)} returning id`;
+  return sql`update ${CLAIMED(sql, email)} set lease_owner = null, lease_expires_at = now(), updated_at = now() where ${HELD(sql, email)} returning id`;
 }
 
 /**
@@ -432,7 +448,7 @@ const storeBodiesRead = (tx: TxSql | Sql, email: ClaimedEmail) => (email.bodiesR
  */
 export async function markSent(sql: Sql, email: ClaimedEmail, providerMessageId: string, delivered: boolean, events: EmailEvent[]) {
   const [row] = await commitShared(sql, (tx) => recordEventsStatement(tx, tx`
-    update emails set status = 'sent', sent_at = now(), provider_message_id = ${providerMessageId},
+    update ${CLAIMED(tx, email)} set status = 'sent', sent_at = now(), provider_message_id = ${providerMessageId},
       delivered_at = ${delivered ? tx`now()` : tx`delivered_at`}, last_error = null, updated_at = now(),
       ${storeBodiesRead(tx, email)} lease_owner = null, lease_expires_at = null
     where ${HELD(tx, email)}
@@ -443,7 +459,7 @@ export async function markSent(sql: Sql, email: ClaimedEmail, providerMessageId:
 /** `failed` with its `email.failed` event, deliveries and jobs, in one statement. False if the lease was lost. */
 export async function markFailed(sql: Sql, email: ClaimedEmail, lastError: string, events: EmailEvent[]) {
   const [row] = await commitShared(sql, (tx) => recordEventsStatement(tx, tx`
-    update emails set status = 'failed', last_error = ${lastError}, updated_at = now(),
+    update ${CLAIMED(tx, email)} set status = 'failed', last_error = ${lastError}, updated_at = now(),
       ${storeBodiesRead(tx, email)} lease_owner = null, lease_expires_at = null
     where ${HELD(tx, email)}
     returning id, project_id, tags`, events));
@@ -459,7 +475,7 @@ export async function requeue(sql: Sql, email: ClaimedEmail, delayMs: number, co
   // ends goes back to postgres.js's pool all the same, and the next query on it never settles.
   await sql`
     with requeued as (
-      update emails set status = 'queued', updated_at = now(), lease_owner = null, lease_expires_at = null,
+      update ${CLAIMED(sql, email)} set status = 'queued', updated_at = now(), lease_owner = null, lease_expires_at = null,
         attempt_count = attempt_count - ${countsAsAttempt ? 0 : 1}
       where ${HELD(sql, email)}
       returning id

@@ -9,19 +9,14 @@ export type ReservedSql = postgres.ReservedSql<{}>;
  * One pool per process. Column names come back camelCase; JSON values are left alone so
  * caller-supplied keys (custom headers) survive untouched.
  */
-export function createSql(url: string, options: { max?: number; appName?: string; customPlans?: boolean } = {}): Sql {
+export function createSql(url: string, options: { max?: number; appName?: string } = {}): Sql {
   return postgres(url, {
     max: options.max ?? 10,
     transform: { column: { from: postgres.toCamel }, undefined: null },
-    connection: {
-      application_name: options.appName ?? 'mailroom',
-      // After a prepared statement's fifth call PostgreSQL plans it once generically to compare
-      // costs: for a statement on the day-partitioned tables that is a plan over every partition
-      // (about 40 ms at 98 days, 400 ms on a busy machine), made by each connection for each
-      // statement, and never used (planned with its id, the statement prunes to one partition
-      // for well under a millisecond). The worker's statements all name their email.
-      ...(options.customPlans ? { plan_cache_mode: 'force_custom_plan' } : {}),
-    },
+    // Prepared statements keep PostgreSQL's own plan choice. A hot statement on one email names
+    // its day's partition (emails/day-table.ts), so its generic plan is one table's and is kept:
+    // planned over the parent each time instead, it cost more than it took to run.
+    connection: { application_name: options.appName ?? 'mailroom' },
     onnotice: () => {},
     backoff: reconnectDelaySeconds,
     // Sockets that outlive postgres.js 3.4.9's lost-flush flaw after a restart (pg-socket.ts).

@@ -135,7 +135,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
     }
   }
 
-  const sql = createSql(config.databaseUrl, { max: role === 'all' ? 20 : 10, appName: `mailroom-${role}`, customPlans: role === 'worker' });
+  const sql = createSql(config.databaseUrl, { max: role === 'all' ? 20 : 10, appName: `mailroom-${role}` });
   if (config.migrateOnStart) await reencodeLegacySecrets(sql, config);
   const redis = config.redisUrl ? createRedis(config.redisUrl, log) : undefined;
   const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, log) : new MemoryRateLimiter();
