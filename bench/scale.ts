@@ -266,6 +266,8 @@ async function measure(sql: Sql, s: Setup, api: string): Promise<Record<string, 
   routes.push(['GET /v1/emails?to=', `/v1/emails?limit=${PAGE}&to=user7%40customer.example`, auth]);
   routes.push(['GET /v1/emails?to= (on no email)', `/v1/emails?limit=${PAGE}&to=nobody%40customer.example`, auth]);
   for (const [name, path, headers] of routes) out[name] = await timeRoute(api + path, headers);
+  // As a running worker's `inflight__sweep` job does each minute: ops.stuck reads the partitions it found.
+  await sql`select mailroom_sweep_inflight()`;
   for (const view of ['queue', 'email_pipeline', 'webhook_health', 'stuck', 'domains', 'providers']) {
     out[`ops.${view}`] = await timeSql(sql, `select * from ops.${view}`);
   }

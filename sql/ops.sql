@@ -115,20 +115,46 @@ $fn$;
 create or replace view ops.webhook_health as select * from ops.webhook_health_rows();
 
 -- Window: what is in flight now (emails sending, deliveries pending), never history.
+-- A row is listed once it has been in flight for 5 minutes, so it was there for the worker's
+-- sweep of the last 4 minutes (mailroom_sweep_inflight): only the partitions that sweep found are
+-- read, whatever the days kept. Without a recent sweep (no worker running), every partition is.
 create or replace function ops.stuck_rows() returns table (kind text, project_id text, id text, status text, age interval)
 language plpgsql stable as $fn$
 #variable_conflict use_column
+declare
+  part record;
 begin
-  return query
-    select 'email' as kind, s.project_id, s.id, s.status, now() - s.updated_at as age
-    from projects p
-    cross join lateral (
-      select e.project_id, e.id, e.status, e.updated_at from emails e
-      where e.project_id = p.id and e.status = 'sending' and e.updated_at < now() - interval '5 minutes') s
-    union all
-    select 'webhook_delivery', project_id, id, status, now() - next_attempt_at
-    from webhook_deliveries
-    where status = 'pending' and next_attempt_at < now() - interval '5 minutes';
+  if not exists (select 1 from inflight_sweep where swept_at > now() - interval '4 minutes') then
+    return query
+      select 'email' as kind, e.project_id, e.id, e.status, now() - e.updated_at as age
+      from emails e
+      where e.status = 'sending' and e.updated_at < now() - interval '5 minutes'
+      union all
+      select 'webhook_delivery', project_id, id, status, now() - next_attempt_at
+      from webhook_deliveries
+      where status = 'pending' and next_attempt_at < now() - interval '5 minutes';
+    return;
+  end if;
+  for part in
+    select i.inhrelid::regclass as rel, i.inhparent = 'emails'::regclass as is_email
+    from inflight_partitions f
+    join pg_inherits i on i.inhrelid = to_regclass(f.partition)
+    where i.inhparent in ('emails'::regclass, 'webhook_deliveries'::regclass)
+  loop
+    begin
+      if part.is_email then
+        return query execute format($q$
+          select 'email'::text, project_id, id, status, now() - updated_at from %s
+          where status = 'sending' and updated_at < now() - interval '5 minutes'$q$, part.rel);
+      else
+        return query execute format($q$
+          select 'webhook_delivery'::text, project_id, id, status, now() - next_attempt_at from %s
+          where status = 'pending' and next_attempt_at < now() - interval '5 minutes'$q$, part.rel);
+      end if;
+    exception when undefined_table then
+      -- Its day was removed since the sweep: nothing of it is in flight.
+    end;
+  end loop;
 end
 $fn$;
 create or replace view ops.stuck as select * from ops.stuck_rows();

@@ -7,6 +7,7 @@ import { htmlForSending } from './tracking/service.ts';
 import { PRUNE_CRON, pruneTask } from './platform/prune.task.ts';
 import { RETENTION_CRON, retentionApplyTask } from './retention/apply.task.ts';
 import { ensurePartitions } from './retention/partitions.ts';
+import { INFLIGHT_SWEEP_CRON, inflightSweepTask } from './retention/inflight.task.ts';
 import { QUOTA_REFRESH_CRON, refreshQuotaTask } from './providers/refresh-quota.task.ts';
 import { followThrottles } from './providers/pacing.ts';
 import { startSqsPolling } from './events/sqs-poll.ts';
@@ -23,6 +24,7 @@ export function buildTaskList(deps: WorkerDeps): TaskList {
     domain__recheck: domainRecheckTask(deps),
     // Tracking rewrites the HTML at send time; handed in here so sending never imports tracking.
     email__send: emailSendTask(deps, htmlForSending(deps)),
+    inflight__sweep: inflightSweepTask(deps),
     maintenance__prune: pruneTask(deps),
     provider__refresh_quota: refreshQuotaTask(deps),
     reputation__check: reputationCheckTask(deps),
@@ -33,7 +35,7 @@ export function buildTaskList(deps: WorkerDeps): TaskList {
 }
 
 export function buildCrontab(_deps: WorkerDeps): CronItem[] {
-  return [DOMAIN_RECHECK_CRON, PRUNE_CRON, QUOTA_REFRESH_CRON, REPUTATION_CHECK_CRON, RETENTION_CRON];
+  return [DOMAIN_RECHECK_CRON, INFLIGHT_SWEEP_CRON, PRUNE_CRON, QUOTA_REFRESH_CRON, REPUTATION_CHECK_CRON, RETENTION_CRON];
 }
 
 /** Long-running services the worker process hosts besides jobs (the SMTP sink, queue polling). */

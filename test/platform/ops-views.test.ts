@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
 import { ulid } from 'ulid';
 import { ID_PREFIX, newId } from '../../src/platform/ids.ts';
+import { ensurePartitions } from '../../src/retention/partitions.ts';
+import { sweepInflight } from '../../src/retention/inflight.task.ts';
 
 const ctx = await createTestContext();
 const t = await ctx.tenant('ops');
@@ -48,6 +50,42 @@ test('ops.stuck lists emails in sending for over 5 minutes and overdue deliverie
 
   const health = await sql`select status, consecutive_failures, pending_deliveries::int from ops.webhook_health where endpoint_id = ${wh}`;
   assert.deepEqual(health.map((h) => [h.status, h.consecutiveFailures, h.pendingDeliveries]), [['active', 0, 1]]);
+});
+
+// §18.16: with a recent sweep, ops.stuck reads only the partitions that sweep found holding work
+// in flight, so its cost does not grow with the days kept; without one, it reads them all.
+test('ops.stuck reads the partitions the last sweep found, or every partition when no sweep ran for 4 minutes', async () => {
+  const p = await ctx.tenant('ops-sweep');
+  const DAY = 86_400_000;
+  const old = Date.now() - 20 * DAY;
+  await ensurePartitions(sql, { from: new Date(old - 3 * DAY) });
+  const at = (ms: number) => `email_${ulid(ms).slice(0, 10)}${ulid().slice(10)}`;
+  const insert = async (id: string) => sql`
+    insert into emails (id, project_id, status, from_address, to_addresses, subject, text, updated_at, created_at)
+    values (${id}, ${p.projectId}, 'sending', 'a@x.test', ${['b@x.test']}, 's', 't', now() - interval '6 minutes', ${new Date(old)})`;
+  const swept = at(old);
+  await insert(swept);
+  assert.ok(await sweepInflight(sql) >= 1);
+  const [{ partitions }] = await sql<[{ partitions: string[] }]>`select array_agg(partition order by partition) as partitions from inflight_partitions`;
+  const oldDay = new Date(old).toISOString().slice(0, 10).replaceAll('-', '');
+  assert.ok(partitions.includes(`emails_p${oldDay}`), partitions.join(', '));
+
+  // Stuck since before the sweep by its clock, yet in a partition the sweep did not find: only
+  // the swept partitions are read while the sweep is recent.
+  const unswept = at(old - 3 * DAY);
+  await insert(unswept);
+  const listed = async () => (await sql<{ id: string }[]>`select id from ops.stuck where project_id = ${p.projectId} and kind = 'email'`).map((r) => r.id).sort();
+  assert.deepEqual(await listed(), [swept]);
+
+  await sql`update inflight_sweep set swept_at = now() - interval '5 minutes'`;
+  assert.deepEqual(await listed(), [swept, unswept].sort());
+
+  // Settled work leaves the next sweep's partitions.
+  await sql`update emails set status = 'sent' where project_id = ${p.projectId}`;
+  await sweepInflight(sql);
+  const [{ left }] = await sql<[{ left: number }]>`select count(*)::int as left from inflight_partitions where partition = ${`emails_p${oldDay}`}`;
+  assert.equal(left, 0);
+  assert.deepEqual(await listed(), []);
 });
 
 test('ops.queue shows jobs by task and state; ops.domains shows check age', async () => {

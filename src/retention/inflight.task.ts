@@ -1,0 +1,25 @@
+import type { CronItem, Task } from 'graphile-worker';
+import type { WorkerDeps } from '../interfaces.ts';
+
+/**
+ * Each minute: ops.stuck trusts a sweep for 4 minutes, so one late or missed tick still leaves
+ * it reading the partitions swept rather than every day kept.
+ */
+export const INFLIGHT_SWEEP_CRON: CronItem = {
+  task: 'inflight__sweep',
+  match: '* * * * *',
+  identifier: 'inflight__sweep',
+  options: { backfillPeriod: 0, maxAttempts: 1 },
+};
+
+/** `inflight__sweep`: records which partitions hold an email sending or a delivery pending (mailroom_sweep_inflight). */
+export function inflightSweepTask(deps: WorkerDeps): Task {
+  return async () => {
+    await sweepInflight(deps.sql);
+  };
+}
+
+export async function sweepInflight(sql: WorkerDeps['sql']): Promise<number> {
+  const [row] = await sql<[{ partitions: number }]>`select mailroom_sweep_inflight() as partitions`;
+  return row.partitions;
+}
