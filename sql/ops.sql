@@ -122,24 +122,18 @@ create or replace function ops.stuck_rows() returns table (kind text, project_id
 language plpgsql stable as $fn$
 #variable_conflict use_column
 declare
+  swept boolean := exists (select 1 from inflight_sweep where swept_at > now() - interval '4 minutes');
   part record;
 begin
-  if not exists (select 1 from inflight_sweep where swept_at > now() - interval '4 minutes') then
-    return query
-      select 'email' as kind, e.project_id, e.id, e.status, now() - e.updated_at as age
-      from emails e
-      where e.status = 'sending' and e.updated_at < now() - interval '5 minutes'
-      union all
-      select 'webhook_delivery', project_id, id, status, now() - next_attempt_at
-      from webhook_deliveries
-      where status = 'pending' and next_attempt_at < now() - interval '5 minutes';
-    return;
-  end if;
   for part in
-    select i.inhrelid::regclass as rel, i.inhparent = 'emails'::regclass as is_email
+    select rel, rel = 'emails'::regclass as is_email
+    from unnest(array['emails'::regclass, 'webhook_deliveries'::regclass]) rel
+    where not swept
+    union all
+    select i.inhrelid::regclass, i.inhparent = 'emails'::regclass
     from inflight_partitions f
     join pg_inherits i on i.inhrelid = to_regclass(f.partition)
-    where i.inhparent in ('emails'::regclass, 'webhook_deliveries'::regclass)
+    where swept and i.inhparent in ('emails'::regclass, 'webhook_deliveries'::regclass)
   loop
     begin
       if part.is_email then

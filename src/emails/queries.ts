@@ -304,6 +304,9 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   table: EmailsTable;
 };
 
+/** Who claims, for how long, when a silent holder counts as dead, and this process's own holder. */
+export type ClaimLease = { owner: string; seconds: number; deadAfterSeconds: number; self?: { id: string; busy: boolean } };
+
 /**
  * Moves an email to `sending` and takes its lease in the same statement, which also returns what
  * the send needs to know of its project: a `queued` email, or one left in `sending` by an attempt
@@ -322,7 +325,7 @@ export async function claimEmail(
   sql: Sql,
   projectId: string,
   emailId: string,
-  lease: { owner: string; seconds: number; deadAfterSeconds: number; self?: { id: string; busy: boolean } },
+  lease: ClaimLease,
 ): Promise<ClaimedEmail | undefined> {
   return inEmailsDay(sql, emailId, (table) => claimIn(sql, table, projectId, emailId, lease));
 }
@@ -332,7 +335,7 @@ async function claimIn(
   table: EmailsTable,
   projectId: string,
   emailId: string,
-  lease: { owner: string; seconds: number; deadAfterSeconds: number; self?: { id: string; busy: boolean } },
+  lease: ClaimLease,
 ) {
   const holder = sql`split_part(emails.lease_owner, '/', 1)`;
   // Committed with the claims and settles of other jobs running now: one WAL flush for many.

@@ -1,5 +1,6 @@
 import type { CronItem, Task } from 'graphile-worker';
 import type { WorkerDeps } from '../interfaces.ts';
+import type { Sql } from '../platform/db.ts';
 
 /**
  * Each minute: ops.stuck trusts a sweep for 4 minutes, so one late or missed tick still leaves
@@ -19,7 +20,7 @@ export function inflightSweepTask(deps: WorkerDeps): Task {
   };
 }
 
-export async function sweepInflight(sql: WorkerDeps['sql']): Promise<number> {
+export async function sweepInflight(sql: Sql): Promise<number> {
   const [row] = await sql<[{ partitions: number }]>`select mailroom_sweep_inflight() as partitions`;
   return row.partitions;
 }
