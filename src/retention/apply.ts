@@ -53,11 +53,22 @@ export async function applyRetention(
     result.more = true;
     return 0;
   };
-  for (;;) {
-    const failed = await withStepLockTimeout(sql, (tx) => failExpiredUnsent(tx, settings.retentionDays)).catch(orLater);
-    if (failed < RETENTION_BATCH) break;
-    if (!timeLeft()) return { ...result, more: true };
-  }
+  /**
+   * Runs `step` until it does less than a batch, adding what each did to `counts`; false, with
+   * `more` set, when time ran out first.
+   */
+  const inBatches = async (step: () => Promise<number>, counts?: keyof RetentionResult) => {
+    for (;;) {
+      const done = await step();
+      if (counts) result[counts] += done;
+      if (done < RETENTION_BATCH) return true;
+      if (!timeLeft()) {
+        result.more = true;
+        return false;
+      }
+    }
+  };
+  if (!await inBatches(() => withStepLockTimeout(sql, (tx) => failExpiredUnsent(tx, settings.retentionDays)).catch(orLater))) return result;
 
   // Days a stopped run left half removed first (whatever the settings now), then the expired ones.
   const unfinished = await unfinishedDays(sql);
@@ -88,48 +99,19 @@ export async function applyRetention(
     result.emails_removed += removed;
   }
 
+  const cutoff = new Date(`${cutoffDay}T00:00:00Z`);
   work: {
-    for (;;) {
-      const removed = await withStepLockTimeout(sql, (tx) => removeExpiredEmails(tx, new Date(`${cutoffDay}T00:00:00Z`), { daysFrom: days[0] })).catch(orLater);
-      result.emails_removed += removed;
-      if (removed < RETENTION_BATCH) break;
-      if (!timeLeft()) {
-        result.more = true;
-        break work;
-      }
-    }
+    const removeRows = () => withStepLockTimeout(sql, (tx) => removeExpiredEmails(tx, cutoff, { daysFrom: days[0] })).catch(orLater);
+    if (!await inBatches(removeRows, 'emails_removed')) break work;
     for (const partition of await emailPartitions(sql)) {
       // A day wholly past the cutoff loses every body; another partition those created before it.
       const whole = partition.day !== null && Date.parse(partition.day) + DAY_MS <= bodyCutoff.getTime();
-      for (;;) {
-        const purged = await purgePartitionBodies(sql, partition.name, whole ? undefined : bodyCutoff).catch(orLater);
-        result.bodies_purged += purged;
-        if (purged < RETENTION_BATCH) break;
-        if (!timeLeft()) {
-          result.more = true;
-          break work;
-        }
-      }
+      const purge = () => purgePartitionBodies(sql, partition.name, whole ? undefined : bodyCutoff).catch(orLater);
+      if (!await inBatches(purge, 'bodies_purged')) break work;
     }
     // Received emails (§20.8) go by the same settings, counted with the sent ones.
-    for (;;) {
-      const removed = await removeExpiredReceived(sql, new Date(`${cutoffDay}T00:00:00Z`), RETENTION_BATCH);
-      result.emails_removed += removed;
-      if (removed < RETENTION_BATCH) break;
-      if (!timeLeft()) {
-        result.more = true;
-        break work;
-      }
-    }
-    for (;;) {
-      const purged = await purgeReceivedBodies(sql, bodyCutoff, RETENTION_BATCH);
-      result.bodies_purged += purged;
-      if (purged < RETENTION_BATCH) break;
-      if (!timeLeft()) {
-        result.more = true;
-        break work;
-      }
-    }
+    if (!await inBatches(() => removeExpiredReceived(sql, cutoff, RETENTION_BATCH), 'emails_removed')) break work;
+    await inBatches(() => purgeReceivedBodies(sql, bodyCutoff, RETENTION_BATCH), 'bodies_purged');
   }
   await withStepLockTimeout(sql, (tx) => pruneSubmittedMessageIds(tx)).catch(orLater);
   await withStepLockTimeout(sql, (tx) => foldDailyCounts(tx, result.emails_removed > 0)).catch(orLater);
