@@ -4,7 +4,7 @@ import { createSql, type Sql } from '../src/platform/db.ts';
 import { idFloor, newId } from '../src/platform/ids.ts';
 import { createProject } from '../src/projects/service.ts';
 import { insertQueuedEmails } from '../src/emails/queries.ts';
-import { cpuDuring, QUICK, ratio, round, waitFinished, withWorkers, type BenchContext, type BenchResult } from './support.ts';
+import { cpuDuring, mainThreadSchedule, QUICK, ratio, round, waitFinished, withWorkers, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * Emails from `queued` to `sent` through the built-in sink (a project with no provider
@@ -90,17 +90,20 @@ async function drainWith(ctx: BenchContext, sql: Sql, workers: number) {
   const since = Date.now() - 1000;
   const project = await createProject(sql, `bench drain ×${workers}`);
   const env = () => ({ ...ctx.env, SINK_SMTP_PORT: '0', METRICS_PORT: '0', WORKER_CONCURRENCY: String(CONCURRENCY) });
-  const { seconds, cpu } = await withWorkers(workers, env, async (pids) => {
+  const { seconds, cpu, mainThread } = await withWorkers(workers, env, async (pids) => {
     await enqueue(sql, project.id, WARMUP);
     await waitSent(sql, project.id, since, WARMUP);
     // The clock and the CPU counters start once the batch has committed.
     await enqueue(sql, project.id, EMAILS);
     const names = Object.fromEntries(pids.map((pid, i) => [workers === 1 ? 'worker' : `worker${i + 1}`, pid]));
-    return cpuDuring(names, () => waitSent(sql, project.id, since, WARMUP + EMAILS));
+    const before = mainThreadSchedule(pids[0]!);
+    const measured = await cpuDuring(names, () => waitSent(sql, project.id, since, WARMUP + EMAILS));
+    const after = mainThreadSchedule(pids[0]!);
+    return { ...measured, mainThread: { on_cpu_s: round(after.onCpu - before.onCpu, 2), waiting_for_cpu_s: round(after.waiting - before.waiting, 2) } };
   });
   const [{ caught }] = await sql<[{ caught: number }]>`select count(*)::int as caught from sink_messages where project_id = ${project.id}`;
   if (caught !== WARMUP + EMAILS) throw new Error(`the sink caught ${caught} messages, expected ${WARMUP + EMAILS}`);
-  return { rate: round(EMAILS / seconds), cpu };
+  return { rate: round(EMAILS / seconds), cpu, mainThread };
 }
 
 export async function drain(ctx: BenchContext): Promise<BenchResult> {
@@ -126,6 +129,7 @@ export async function drain(ctx: BenchContext): Promise<BenchResult> {
       concurrency: CONCURRENCY,
       email_partitions: partitions,
       cpu_s: one.cpu,
+      worker_main_thread: one.mainThread,
       two_workers_rate_per_s: two.rate,
       two_workers_cpu_s: two.cpu,
     };
