@@ -1,42 +1,148 @@
-import nodemailer, { type Transporter } from 'nodemailer';
+import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Config } from '../platform/config.ts';
 import { sinkAddress } from '../sink/address.ts';
 import { internalEnvelopeId, internalSinkLogin } from '../sink/internal-auth.ts';
 
-/**
- * One pool of authenticated connections per sink address (and secret), reused across sends:
- * the sink greets a new connection only after a short early-talker delay, so a connection per
- * message would cap the worker at a few dozen messages a second.
- */
-const transporters = new Map<string, Transporter>();
+type Login = { user: string; pass: string };
+type Sent = { response?: string };
 
-function transporterFor(config: Config, host: string, port: number): Transporter {
+const CONNECTION_OPTIONS = { secure: false, ignoreTLS: true, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 };
+
+/** Connections that failed or ended, marked as it happens (an idle one's socket timeout, the sink going away). */
+const ended = new WeakSet<SMTPConnection>();
+
+/** Opens a connection and logs in; rejects with nodemailer's error (ECONNECTION, ETIMEDOUT, EAUTH…). */
+function openConnection(host: string, port: number, login: Login): Promise<SMTPConnection> {
+  const connection = new SMTPConnection({ ...CONNECTION_OPTIONS, host, port });
+  connection.on('end', () => ended.add(connection));
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const failed = (err: Error) => {
+      if (settled) return;
+      settled = true;
+      connection.close();
+      reject(err);
+    };
+    // Until logged in, a failure is emitted as an event (connect's callback only hears of success);
+    // after that it also reaches the callback of the call in progress, and an idle one's only marks it.
+    connection.on('error', (err: Error) => {
+      ended.add(connection);
+      failed(err);
+    });
+    connection.connect((err?: Error) => {
+      if (err) return failed(err);
+      // A copy: login() writes to the object it is given.
+      connection.login({ user: login.user, pass: login.pass }, (loginErr?: Error | null) => {
+        if (loginErr) return failed(loginErr);
+        settled = true;
+        resolve(connection);
+      });
+    });
+  });
+}
+
+/**
+ * Authenticated connections to one sink address, reused across sends. The sink greets a new
+ * connection only after a short early-talker delay, so a connection per message would cap the
+ * worker at a few dozen messages a second. nodemailer's SMTPConnection is used directly rather
+ * than through its pooled transport: the message is already composed, and the transport would
+ * wrap it in a second MIME tree and stream it through a pipeline, a third of the worker's cost
+ * of handing a message to the sink.
+ */
+class SinkConnections {
+  private readonly idle: SMTPConnection[] = [];
+  private readonly waiting: ((connection: SMTPConnection | undefined) => void)[] = [];
+  private open = 0;
+  private closed = false;
+
+  constructor(private readonly host: string, private readonly port: number, private readonly login: Login, private readonly max: number) {}
+
+  async send(envelope: SMTPConnection.Envelope, raw: Buffer): Promise<Sent> {
+    const connection = await this.acquire();
+    let keep = false;
+    try {
+      const sent = await new Promise<Sent>((resolve, reject) => {
+        connection.send(envelope, raw, (err, info) => (err ? reject(err) : resolve(info as Sent)));
+      });
+      keep = true;
+      return sent;
+    } catch (err) {
+      // A refusal leaves the session usable once reset; anything else ends the connection.
+      const code = (err as { code?: string; responseCode?: number }).code;
+      if ((code === 'EENVELOPE' || code === 'EMESSAGE') && (err as { responseCode?: number }).responseCode !== 421) {
+        keep = await new Promise<boolean>((resolve) => connection.reset((resetErr) => resolve(!resetErr)));
+      }
+      throw err;
+    } finally {
+      this.release(connection, keep);
+    }
+  }
+
+  close() {
+    this.closed = true;
+    for (const connection of this.idle.splice(0)) connection.close();
+    for (const wake of this.waiting.splice(0)) wake(undefined);
+  }
+
+  /** An idle live connection, a new one while under the limit, or the next one released. */
+  private async acquire(): Promise<SMTPConnection> {
+    for (;;) {
+      if (this.closed) throw Object.assign(new Error('the sink transport is closed'), { code: 'ECONNECTION' });
+      const idle = this.idle.pop();
+      // One that ended while it sat idle (its idle timeout, the sink gone) is dropped here.
+      if (idle) {
+        if (!ended.has(idle)) return idle;
+        idle.close();
+        this.open--;
+        continue;
+      }
+      if (this.open < this.max) {
+        this.open++;
+        try {
+          return await openConnection(this.host, this.port, this.login);
+        } catch (err) {
+          this.open--;
+          this.waiting.shift()?.(undefined);
+          throw err;
+        }
+      }
+      const handed = await new Promise<SMTPConnection | undefined>((resolve) => this.waiting.push(resolve));
+      if (handed) return handed;
+    }
+  }
+
+  private release(connection: SMTPConnection, keep: boolean) {
+    if (!keep || this.closed || ended.has(connection)) {
+      connection.close();
+      this.open--;
+      // A waiter may open the connection this one leaves room for.
+      this.waiting.shift()?.(undefined);
+      return;
+    }
+    const waiter = this.waiting.shift();
+    if (waiter) waiter(connection);
+    else this.idle.push(connection);
+  }
+}
+
+/** One set of connections per sink address and secret. */
+const pools = new Map<string, SinkConnections>();
+
+function connectionsFor(config: Config, host: string, port: number): SinkConnections {
   const login = internalSinkLogin(config.secretKey);
   const key = `${host}:${port}:${login.pass}`;
-  let transporter = transporters.get(key);
-  if (!transporter) {
-    transporter = nodemailer.createTransport({
-      pool: true,
-      maxConnections: Math.max(2, config.workerConcurrency),
-      maxMessages: Infinity,
-      host,
-      port,
-      secure: false,
-      ignoreTLS: true,
-      auth: login,
-      connectionTimeout: 10_000,
-      greetingTimeout: 10_000,
-      socketTimeout: 30_000,
-    });
-    transporters.set(key, transporter);
+  let pool = pools.get(key);
+  if (!pool) {
+    pool = new SinkConnections(host, port, login, Math.max(2, config.workerConcurrency));
+    pools.set(key, pool);
   }
-  return transporter;
+  return pool;
 }
 
 /** Closes the pooled connections (shutdown, tests); the next send opens new ones. */
 export function closeSinkTransports() {
-  for (const transporter of transporters.values()) transporter.close();
-  transporters.clear();
+  for (const pool of pools.values()) pool.close();
+  pools.clear();
 }
 
 const SINK_ID = /\b(msg_[0-9A-HJKMNP-TV-Z]{26})\b/;
@@ -53,14 +159,11 @@ export async function sendToSink(
   msg: { projectId: string; emailId: string; from: string; recipients: string[]; raw: Buffer },
 ): Promise<{ messageId: string }> {
   const { host, port } = sinkAddress(config);
-  const info = await transporterFor(config, host, port).sendMail({
-    envelope: { from: msg.from, to: msg.recipients },
-    dsn: { id: internalEnvelopeId(msg.projectId, msg.emailId) },
-    raw: msg.raw,
-    // Never written: a raw message keeps its own header. Naming one spares nodemailer drawing
-    // five random numbers per message for an id it would only report.
-    messageId: `<${msg.emailId}@sink>`,
-  });
-  const caught = SINK_ID.exec(String(info.response ?? ''));
-  return { messageId: caught?.[1] ?? String(info.messageId) };
+  const sent = await connectionsFor(config, host, port).send({
+    from: msg.from,
+    to: msg.recipients,
+    dsn: { envid: internalEnvelopeId(msg.projectId, msg.emailId) },
+  } as SMTPConnection.Envelope, msg.raw);
+  const caught = SINK_ID.exec(String(sent.response ?? ''));
+  return { messageId: caught?.[1] ?? `<${msg.emailId}@sink>` };
 }
