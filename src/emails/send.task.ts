@@ -295,7 +295,7 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
   const suppressed = email.hasSuppressions
     ? await suppressedAmong(sql, projectId, [...email.toAddresses, ...email.ccAddresses, ...email.bccAddresses])
     : new Set<string>();
-  const keep = (list: string[]) => list.filter((a) => !suppressed.has(normaliseAddress(a)));
+  const keep = (list: string[]) => (suppressed.size ? list.filter((a) => !suppressed.has(normaliseAddress(a))) : list);
   const envelope = { to: keep(email.toAddresses), cc: keep(email.ccAddresses), bcc: keep(email.bccAddresses) };
   if (envelope.to.length + envelope.cc.length + envelope.bcc.length === 0) {
     await settleFailed(sql, email, 'recipient_suppressed', 'Every recipient is on the project\'s suppression list.');
