@@ -1,3 +1,5 @@
+import { loadMailparser } from '../platform/mailparser.ts';
+
 /**
  * `text` and `html` of an email submitted over SMTP. The relay stores the message as submitted
  * and reads only its header section, so accepting a message costs no MIME parse. The worker reads
@@ -14,8 +16,7 @@ const shown = (s: string) => s.replaceAll('\0', '').toWellFormed();
  * cannot read shows no bodies; it is still sent as it was submitted.
  */
 export async function submittedBodies(raw: Buffer): Promise<{ text: string | null; html: string | null }> {
-  // Loaded on first use: a deployment without the relay never needs it.
-  const { simpleParser } = await import('mailparser');
+  const { simpleParser } = await loadMailparser();
   try {
     const mail = await simpleParser(raw, {
       skipHtmlToText: true,

@@ -10,6 +10,7 @@ import { s3ObjectStore } from '../providers/s3.ts';
 import { verifyDownload } from './links.ts';
 import { getReceived, getReceivedRaw, type ReceivedRow } from './queries.ts';
 import { rawAvailable, withheld } from './schemas.ts';
+import { loadMailparser } from '../platform/mailparser.ts';
 
 /**
  * The message's bytes: from PostgreSQL for an inline delivery, else from the customer's bucket
@@ -31,8 +32,7 @@ export async function openRaw(deps: { sql: Sql; config: Config }, row: ReceivedR
  * parsed again as it streams, the others pass through and are dropped.
  */
 export async function extractAttachment(source: Readable, index: number): Promise<Readable | undefined> {
-  // Loaded on first use: the API process keeps mailparser out of its start-up.
-  const { MailParser } = await import('mailparser');
+  const { MailParser } = await loadMailparser();
   return new Promise((resolve, reject) => {
     const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, keepCidLinks: true, checksumAlgo: false } as never);
     let seen = 0;

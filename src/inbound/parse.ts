@@ -3,6 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import type { AddressObject, AttachmentStream, Headers, MessageText } from 'mailparser';
 import EmailReplyParser from 'email-reply-parser';
 import { declaredType, headerObject, mailboxes } from '../sink/parse.ts';
+import { loadMailparser } from '../platform/mailparser.ts';
 
 export type ReceivedAttachment = {
   id: string;
@@ -88,8 +89,7 @@ export function stripReply(text: string | null): string | null {
  * (download.ts). So the largest message costs its bodies' text, not its size.
  */
 export async function parseReceived(source: Readable, newAttachmentId: () => string, maxBytes = Infinity): Promise<ParsedReceived> {
-  // Loaded on first use: the API reaches this only for POST /v1/sink/inbound.
-  const { MailParser } = await import('mailparser');
+  const { MailParser } = await loadMailparser();
   const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, keepCidLinks: true, checksumAlgo: false } as never);
   let headers: Headers = new Map();
   let lines: { key: string; line: string }[] = [];

@@ -1,4 +1,5 @@
 import type { AddressObject, EmailAddress } from 'mailparser';
+import { loadMailparser } from '../platform/mailparser.ts';
 
 export type ParsedSinkMessage = {
   fromAddress: string;
@@ -48,8 +49,7 @@ export function headerObject(lines: readonly { key: string; line: string }[]): R
  * no cid: links rewritten, so what the API shows is what a receiver would get.
  */
 export async function parseSinkMessage(raw: Buffer, envelope: { from: string; recipients: string[] }): Promise<ParsedSinkMessage> {
-  // Loaded on first use: the API imports this file's address helpers, never the parse itself.
-  const { simpleParser } = await import('mailparser');
+  const { simpleParser } = await loadMailparser();
   const mail = await simpleParser(raw, {
     skipHtmlToText: true,
     skipTextToHtml: true,
