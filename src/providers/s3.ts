@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { Config } from '../platform/config.ts';
 import type { ProviderConnection } from './connections.ts';
+import { loadOnce } from '../platform/load-once.ts';
 
 /** Where received messages are read from: the customer's bucket, behind this one small interface. */
 export type ObjectStore = {
@@ -17,7 +18,7 @@ const clients = new Map<string, { version: string; client: S3Client }>();
  * servers expect.
  */
 /** Loaded on first use: most processes never read a bucket, and the client is large. */
-const sdk = () => import('@aws-sdk/client-s3');
+const sdk = loadOnce(() => import('@aws-sdk/client-s3'));
 
 async function s3ClientFor(config: Config, conn: ProviderConnection): Promise<S3Client> {
   const version = `${conn.updatedAt.getTime()}:${conn.region}:${conn.accessKeyId}`;

@@ -1,6 +1,7 @@
 import type { ReceiptRule } from '@aws-sdk/client-ses';
 import type { Config } from '../platform/config.ts';
 import type { ProviderConnection } from './connections.ts';
+import { loadOnce } from '../platform/load-once.ts';
 
 /** The rule set Mailroom makes and activates, only when the region has none active. */
 export const MAILROOM_RULE_SET = 'mailroom';
@@ -19,7 +20,7 @@ export class ReceiptRuleError extends Error {
 export const ruleName = (domain: string) => `mailroom-${domain}`;
 
 /** SES v1 is used for receipt rules alone, so the API loads its client on the first set-up call. */
-const sdk = () => import('@aws-sdk/client-ses');
+const sdk = loadOnce(() => import('@aws-sdk/client-ses'));
 
 async function client(config: Config, conn: ProviderConnection, region: string) {
   const { SESClient } = await sdk();
