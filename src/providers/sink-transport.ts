@@ -59,23 +59,38 @@ class SinkConnections {
 
   async send(envelope: SMTPConnection.Envelope, raw: Buffer): Promise<Sent> {
     const connection = await this.acquire();
-    let keep = false;
+    let sent: Sent;
     try {
-      const sent = await new Promise<Sent>((resolve, reject) => {
+      sent = await new Promise<Sent>((resolve, reject) => {
         connection.send(envelope, raw, (err, info) => (err ? reject(err) : resolve(info as Sent)));
       });
-      keep = true;
-      return sent;
     } catch (err) {
       // A refusal leaves the session usable once reset; anything else ends the connection.
-      const code = (err as { code?: string; responseCode?: number }).code;
-      if ((code === 'EENVELOPE' || code === 'EMESSAGE') && (err as { responseCode?: number }).responseCode !== 421) {
-        keep = await new Promise<boolean>((resolve) => connection.reset((resetErr) => resolve(!resetErr)));
-      }
+      const { code, responseCode } = err as { code?: string; responseCode?: number };
+      if ((code === 'EENVELOPE' || code === 'EMESSAGE') && responseCode !== 421) this.resetThenRelease(connection);
+      else this.release(connection, false);
       throw err;
-    } finally {
-      this.release(connection, keep);
     }
+    this.release(connection, true);
+    return sent;
+  }
+
+  /**
+   * RSET in the background, the send's error already answered. The connection comes back once
+   * reset, or is let go if it ends first (a reset the server never answers ends in the socket
+   * timeout), so it is counted out exactly once either way.
+   */
+  private resetThenRelease(connection: SMTPConnection) {
+    let released = false;
+    const releaseOnce = (keep: boolean) => {
+      if (released) return;
+      released = true;
+      connection.removeListener('end', onEnd);
+      this.release(connection, keep);
+    };
+    const onEnd = () => releaseOnce(false);
+    connection.once('end', onEnd);
+    connection.reset((resetErr) => releaseOnce(!resetErr));
   }
 
   close() {

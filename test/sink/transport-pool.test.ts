@@ -74,13 +74,15 @@ test('sends share at most WORKER_CONCURRENCY connections, each logged in once, a
 });
 
 test('a refused recipient fails that send alone; the connection stays in use', async () => {
-  await send();
+  await Promise.all(Array.from({ length: CONCURRENCY }, () => send()));
   const opened = seen.connections;
   const err = await send('refused@example.net').then(() => undefined, (e: { code?: string; responseCode?: number }) => e);
   assert.equal(err?.code, 'EENVELOPE');
   assert.equal(err?.responseCode, 550);
   assert.equal(classifySendError(err).retry, false);
-  await send();
+  // The reset runs after the refusal is answered; then every connection, that one too, carries a send at once.
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  await Promise.all(Array.from({ length: CONCURRENCY }, () => send()));
   assert.equal(seen.connections, opened, 'the session was reset, not replaced');
 });
 
