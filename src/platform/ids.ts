@@ -36,6 +36,12 @@ export const ID_PREFIX = {
   audit: 'aud_',
   received: 'rcv_',
   receivedAttachment: 'att_',
+  contact: 'contact_',
+  contactProperty: 'cprop_',
+  segment: 'seg_',
+  topic: 'topic_',
+  contactImport: 'cimp_',
+  broadcast: 'bc_',
 } as const;
 
 /** Prefix + a 26-character ULID: lexical order is creation order, which cursor paging uses. */
