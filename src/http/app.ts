@@ -30,6 +30,11 @@ import { registerResendReceivingRoutes } from '../inbound/resend-routes.ts';
 import { registerDownloadRoutes } from '../inbound/download.ts';
 import { registerSinkInboundRoute } from '../inbound/sink-routes.ts';
 import { registerReceivingSetupRoutes } from '../inbound/receiving.ts';
+import { registerContactRoutes } from '../contacts/routes.ts';
+import { registerContactPropertyRoutes } from '../contacts/property-routes.ts';
+import { registerSegmentRoutes } from '../segments/routes.ts';
+import { registerTopicRoutes } from '../topics/routes.ts';
+import { registerResendContactRoutes } from '../contacts/resend-routes.ts';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
 export function createApp(deps: AppDeps) {
@@ -93,6 +98,7 @@ export function createApp(deps: AppDeps) {
   app.route('/resend', createResendApp(auth, (resend) => {
     registerResendTemplateRoutes(resend);
     registerResendReceivingRoutes(resend);
+    registerResendContactRoutes(resend);
   }));
 
   registerReceivingRoutes(app);
@@ -107,6 +113,10 @@ export function createApp(deps: AppDeps) {
   registerAuditRoutes(app);
   registerReputationRoutes(app);
   registerTemplateRoutes(app);
+  registerContactRoutes(app);
+  registerContactPropertyRoutes(app);
+  registerSegmentRoutes(app);
+  registerTopicRoutes(app);
   if (deps.config.eventIngestion === 'https') registerSnsPushRoute(app);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
