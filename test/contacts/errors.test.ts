@@ -21,9 +21,9 @@ test('a second create of an address, in any case, answers 409 contact_exists nam
   assert.equal(again.error.type, 'contact_exists');
   assert.equal(again.error.contact_id, first.id);
   assert.ok(again.error.message.includes(first.id));
-  const [{ n }] = await ctx.sql`select count(*)::int as n from contacts where project_id = ${t.projectId} and lower(email) = 'dup+1@example.com'`;
+  const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from contacts where project_id = ${t.projectId} and lower(email) = 'dup+1@example.com'`;
   assert.equal(n, 1);
-  const [{ events }] = await ctx.sql`select count(*)::int as events from events where project_id = ${t.projectId} and type = 'contact.created' and data->>'email' ilike 'dup+1@example.com'`;
+  const [{ events }] = await ctx.sql<[{ events: number }]>`select count(*)::int as events from events where project_id = ${t.projectId} and type = 'contact.created' and data->>'email' ilike 'dup+1@example.com'`;
   assert.equal(events, 1, 'the refused create recorded nothing');
 });
 

@@ -41,7 +41,7 @@ test('another project\'s segment or topic cannot be joined, and its property can
   await json(await ctx.call(b.key, `/v1/contacts/${own.id}/topics`, { method: 'PATCH', body: [{ id: topic.id, subscription: 'opt_out' }] }), 422);
   await json(await ctx.call(b.key, `/v1/contacts/${own.id}`, { method: 'PATCH', body: { properties: { plan: 'x' } } }), 422);
   await json(await ctx.call(b.key, '/v1/contacts', { method: 'POST', body: { email: 'z@example.com', segment_ids: [seg.id] } }), 422);
-  const [{ n }] = await ctx.sql`select count(*)::int as n from contact_segments where segment_id = ${seg.id}`;
+  const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from contact_segments where segment_id = ${seg.id}`;
   assert.equal(n, 0);
 });
 
