@@ -66,3 +66,13 @@ test('malformed ids and unknown contacts are 404; bad bodies are 422', async () 
   const seg = await json(await call('/v1/segments', { method: 'POST', body: { name: 'S' } }), 201);
   assert.equal((await json(await call(`/v1/contacts/p@example.com/segments/${seg.id}`, { method: 'DELETE' }), 404)).error.type, 'not_found', 'not a member');
 });
+
+test('concurrent creates of one address make one contact; every other answer is 409 naming it', async () => {
+  const answers = await Promise.all(Array.from({ length: 6 }, (_, i) =>
+    call('/v1/contacts', { method: 'POST', body: { email: i % 2 ? 'race@example.com' : 'RACE@example.com' } })));
+  const statuses = answers.map((r) => r.status).sort();
+  assert.deepEqual(statuses, [201, 409, 409, 409, 409, 409]);
+  const bodies = await Promise.all(answers.map((r) => r.json() as Promise<any>));
+  const id = bodies.find((b) => b.id)!.id;
+  for (const b of bodies.filter((x) => x.error)) assert.equal(b.error.contact_id, id);
+});
