@@ -63,7 +63,7 @@ test('while A keeps 100 heaviest renders going, B renders within 2 s; A past 32 
     }
   });
   // A's queue is full: 32 of its renders wait.
-  await Promise.race([refused, new Promise((_, reject) => setTimeout(() => reject(new Error('A was never refused with 429')), 60_000).unref())]);
+  await Promise.race([refused, new Promise((_, reject) => setTimeout(() => { stop = true; reject(new Error('A was never refused with 429')); }, 60_000).unref())]);
   // A steady state: A's renders have been running a while (and every render thread has started).
   while ((seen.get('422 message_too_large') ?? 0) < 3) await new Promise((resolve) => setTimeout(resolve, 100));
 
