@@ -27,6 +27,9 @@ import { renderForSend, setTemplateCacheMb } from '../templates/service.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
 import { registerReceivingRoutes } from '../inbound/routes.ts';
 import { registerResendReceivingRoutes } from '../inbound/resend-routes.ts';
+import { registerResendDomainRoutes } from '../domains/resend-routes.ts';
+import { registerResendKeyRoutes } from '../keys/resend-routes.ts';
+import { registerResendWebhookRoutes } from '../webhooks/resend-routes.ts';
 import { registerDownloadRoutes } from '../inbound/download.ts';
 import { registerSinkInboundRoute } from '../inbound/sink-routes.ts';
 import { registerReceivingSetupRoutes } from '../inbound/receiving.ts';
@@ -93,6 +96,9 @@ export function createApp(deps: AppDeps) {
   app.route('/resend', createResendApp(auth, (resend) => {
     registerResendTemplateRoutes(resend);
     registerResendReceivingRoutes(resend);
+    registerResendDomainRoutes(resend);
+    registerResendKeyRoutes(resend);
+    registerResendWebhookRoutes(resend);
   }));
 
   registerReceivingRoutes(app);
