@@ -137,6 +137,8 @@ export function createDashboard() {
       if (err.code === 'not_found') return errorPage(c, 404, 'Not found', err.message);
       return errorPage(c, err.code === 'conflict' ? 409 : 422, 'Could not do that', err.message);
     }
+    // A project's template work queued past its bound (§22.8).
+    if (err instanceof ApiError && err.type === 'rate_limit_exceeded') return errorPage(c, 429, 'Busy', err.message);
     c.var.deps.log.error({ err, requestId: c.var.requestId, path: c.req.path }, 'dashboard error');
     return c.html('<!doctype html><title>Error</title><p>Something went wrong. The error was logged.</p>', 500);
   });

@@ -96,3 +96,20 @@ export async function updateTracking(sql: Sql | TxSql, projectId: string, id: st
     returning ${DOMAIN_COLUMNS(sql)}`;
   return row;
 }
+
+/**
+ * A page of the project's domains, newest first (Resend's `after`/`before` paging): `after` the
+ * older ones past a cursor, `before` the newer ones.
+ */
+export async function listDomainsPage(sql: Sql, projectId: string, opts: { limit: number; after?: string; before?: string }) {
+  const rows = opts.before
+    ? (await sql<DomainRow[]>`
+        select ${DOMAIN_COLUMNS(sql)} from domains where project_id = ${projectId} and id > ${opts.before}
+        order by id asc limit ${opts.limit + 1}`).reverse()
+    : await sql<DomainRow[]>`
+        select ${DOMAIN_COLUMNS(sql)} from domains where project_id = ${projectId}
+          ${opts.after ? sql`and id < ${opts.after}` : sql``}
+        order by id desc limit ${opts.limit + 1}`;
+  const hasMore = rows.length > opts.limit;
+  return { rows: opts.before ? rows.slice(Math.max(0, rows.length - opts.limit)) : rows.slice(0, opts.limit), hasMore };
+}

@@ -27,6 +27,9 @@ import { renderForSend, setTemplateCacheMb } from '../templates/service.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
 import { registerReceivingRoutes } from '../inbound/routes.ts';
 import { registerResendReceivingRoutes } from '../inbound/resend-routes.ts';
+import { registerResendDomainRoutes } from '../domains/resend-routes.ts';
+import { registerResendKeyRoutes } from '../keys/resend-routes.ts';
+import { registerResendWebhookRoutes } from '../webhooks/resend-routes.ts';
 import { registerDownloadRoutes } from '../inbound/download.ts';
 import { registerSinkInboundRoute } from '../inbound/sink-routes.ts';
 import { registerReceivingSetupRoutes } from '../inbound/receiving.ts';
@@ -99,6 +102,9 @@ export function createApp(deps: AppDeps) {
     registerResendTemplateRoutes(resend);
     registerResendReceivingRoutes(resend);
     registerResendContactRoutes(resend);
+    registerResendDomainRoutes(resend);
+    registerResendKeyRoutes(resend);
+    registerResendWebhookRoutes(resend);
   }));
 
   registerReceivingRoutes(app);
