@@ -21,7 +21,7 @@ export async function spawnApi(databaseUrl: string, env: Record<string, string> 
     DATABASE_URL: databaseUrl, REDIS_URL: process.env.REDIS_URL || 'redis://127.0.0.1:6379', SECRET_KEY: TEST_SECRET_KEY,
     PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env,
   });
-  const { url } = (await api.logLine('api listening')) as { url: string };
+  const { url } = (await api.logLine('api listening', 90_000)) as { url: string };
   return { api, url };
 }
 
