@@ -74,10 +74,14 @@ export async function acceptInvitation(sql: Sql, token: string, password: string
     if (err instanceof SignupError) throw new ServiceError('invalid_input', err.message);
     throw err;
   }
+  // The link is checked before the password is hashed (128 MiB and a pool thread each), so a
+  // stranger's unknown or spent token costs one indexed read. It is checked again, locked, below.
+  const gone = () => new ServiceError('not_found', 'This invitation link was used already, has expired, or was withdrawn.');
+  if (!(await findInvitation(sql, token))) throw gone();
   const passwordHash = await hashPassword(password);
   return sql.begin(async (tx) => {
     const invitation = await findInvitation(tx, token, true);
-    if (!invitation) throw new ServiceError('not_found', 'This invitation link was used already, has expired, or was withdrawn.');
+    if (!invitation) throw gone();
     const member = await insertMember(tx, invitation.email, invitation.role, passwordHash);
     await markAccepted(tx, invitation.id, member.id);
     await recordJoined(tx, member, 'local', ip);
