@@ -1,14 +1,15 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DeleteMessageBatchCommand, ReceiveMessageCommand, SQSClient, type Message } from '@aws-sdk/client-sqs';
+import { DeleteMessageBatchCommand, DeleteMessageCommand, ReceiveMessageCommand, SQSClient, type Message } from '@aws-sdk/client-sqs';
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import { CONNECTIONS_CHANNEL, listQueueConnections, type ProviderConnection } from '../providers/connections.ts';
 import { ingestSesRecord } from './ingest.ts';
 import { unwrapSesRecord } from './normalise.ts';
-import { prepareReceived } from '../inbound/ingest.ts';
-import { storeReceived, storeReceivedIn } from '../inbound/store.ts';
+import { prepareReceived, type ReceivedSource } from '../inbound/ingest.ts';
+import { storeReceived } from '../inbound/store.ts';
 import { s3ObjectStore } from '../providers/s3.ts';
+import { AWS_DEADLINES, awsRequestHandler, type AwsDeadlines } from '../providers/aws-http.ts';
 
 const isReceived = (record: unknown) => (record as { notificationType?: unknown } | null)?.notificationType === 'Received';
 
@@ -20,7 +21,17 @@ export type SqsPollOptions = {
   /** Backoff after a failed receive or commit: base × 2^(n-1), capped, ±20 %. */
   backoffBaseMs?: number;
   backoffMaxMs?: number;
+  /**
+   * Received messages fetched and parsed at once per queue. Each may be up to
+   * INBOUND_MAX_MESSAGE_BYTES, so a batch's ten are never parsed together.
+   */
+  receivedConcurrency?: number;
+  /** S3's deadlines, for tests that cannot wait the real ones out. */
+  s3Deadlines?: AwsDeadlines;
 };
+
+/** Received messages held by a poller beyond those being handled; past it, no more are received until one is done. */
+const RECEIVED_HELD = 10;
 
 type Deps = { config: Config; sql: Sql; log: Logger };
 type Poller = { version: string; stop(): Promise<void> };
@@ -59,80 +70,53 @@ function warnIfSubscriptionConfirmation(body: string, log: Logger) {
 }
 
 /**
- * Commits each message's event in its own transaction, then deletes the committed ones in one
- * batch. A message whose commit failed stays in the queue and comes back after its visibility
+ * Commits each sending event in its own transaction, in order, then deletes the committed ones in
+ * one batch. A message whose commit failed stays in the queue and comes back after its visibility
  * timeout; one that is not an SES event at all is deleted, since it can never succeed.
  * Returns whether every message was committed.
  */
-async function handleBatch(deps: Deps, client: SQSClient, conn: ProviderConnection, messages: Message[], log: Logger) {
+async function handleEvents(deps: Deps, client: SQSClient, conn: ProviderConnection, batch: { m: Message; record: unknown }[], log: Logger) {
   const committed: { Id: string; ReceiptHandle: string }[] = [];
   let allCommitted = true;
-  const done = (i: number, message: Message, outcome: string) => {
-    log.debug({ sqsMessageId: message.MessageId, outcome }, 'queued event handled');
-    if (message.ReceiptHandle) committed.push({ Id: String(i), ReceiptHandle: message.ReceiptHandle });
-  };
-  const failed = (message: Message, err: unknown) => {
-    allCommitted = false;
-    log.warn({ err: (err as Error).message, sqsMessageId: message.MessageId }, 'event not committed; the message stays queued');
-  };
-  const records = messages.map((message) => {
-    const body = message.Body ?? '';
-    if (body.includes('"SubscriptionConfirmation"')) warnIfSubscriptionConfirmation(body, log);
-    return unwrapSesRecord(body);
-  });
-
-  // Received messages are independent and mostly wait on S3: a batch's are fetched and parsed
-  // together, then stored in one transaction, so the batch costs one commit (and one webhook
-  // flush job update) rather than one each. Sending events keep their order, one by one.
-  const receiving = (async () => {
-    const store = () => s3ObjectStore(deps.config, conn);
-    const prepared = await Promise.all(messages.map(async (m, i) => {
-      if (!isReceived(records[i])) return undefined;
-      try {
-        const p = await prepareReceived({ ...deps, log }, store, records[i]);
-        if (typeof p === 'string') { done(i, m, p); return undefined; }
-        return { i, m, p };
-      } catch (err) {
-        failed(m, err);
-        return undefined;
-      }
-    }));
-    const ready = prepared.filter((x) => x !== undefined);
-    if (!ready.length) return;
+  for (const [i, { m, record }] of batch.entries()) {
     try {
-      await deps.sql.begin(async (tx) => {
-        for (const { p } of ready) await storeReceivedIn(tx, p.targets, p.incoming);
-      });
-      for (const { i, m } of ready) done(i, m, 'stored');
-    } catch {
-      // One message the database refuses must not hold the others back: each on its own.
-      for (const { i, m, p } of ready) {
-        try {
-          await storeReceived(deps.sql, p.targets, p.incoming);
-          done(i, m, 'stored');
-        } catch (err) {
-          failed(m, err);
-        }
-      }
+      const outcome = await deps.sql.begin((tx) => ingestSesRecord(tx, log, conn.projectId, record));
+      log.debug({ sqsMessageId: m.MessageId, outcome }, 'queued event handled');
+      if (m.ReceiptHandle) committed.push({ Id: String(i), ReceiptHandle: m.ReceiptHandle });
+    } catch (err) {
+      allCommitted = false;
+      log.warn({ err: (err as Error).message, sqsMessageId: m.MessageId }, 'event not committed; the message stays queued');
     }
-  })();
-  const sending = (async () => {
-    for (const [i, m] of messages.entries()) {
-      if (isReceived(records[i])) continue;
-      try {
-        done(i, m, await deps.sql.begin((tx) => ingestSesRecord(tx, log, conn.projectId, records[i])));
-      } catch (err) {
-        failed(m, err);
-      }
-    }
-  })();
-  await Promise.all([receiving, sending]);
+  }
   if (committed.length) {
     // Not abortable: a shutdown must not leave committed events behind to be redelivered.
     const res = await client.send(new DeleteMessageBatchCommand({ QueueUrl: conn.eventsQueueUrl!, Entries: committed }));
     if (res.Failed?.length) log.warn({ failed: res.Failed.length }, 'some handled messages were not deleted; their repeats will be deduplicated');
   }
   return allCommitted;
+}
+
+/**
+ * One `Received` message: its projects found among the connection's SES account's, the message
+ * fetched and parsed, stored in its own transaction, and only then deleted from the queue. A
+ * failure (S3 past its deadline, say) leaves the message to come back after its visibility
+ * timeout; it costs this message only.
+ */
+async function handleReceived(deps: Deps, client: SQSClient, conn: ProviderConnection, source: ReceivedSource, m: Message, record: unknown, log: Logger) {
+  try {
+    const prepared = await prepareReceived({ ...deps, log }, source, record);
+    const outcome = typeof prepared === 'string' ? prepared : (await storeReceived(deps.sql, prepared.targets, prepared.incoming)).length ? 'stored' : 'duplicate';
+    log.debug({ sqsMessageId: m.MessageId, outcome }, 'queued event handled');
+  } catch (err) {
+    log.warn({ err: (err as Error).message, sqsMessageId: m.MessageId }, 'received message not stored; the message stays queued');
+    return;
+  }
+  if (!m.ReceiptHandle) return;
+  try {
+    await client.send(new DeleteMessageCommand({ QueueUrl: conn.eventsQueueUrl!, ReceiptHandle: m.ReceiptHandle }));
+  } catch (err) {
+    log.warn({ err: (err as Error).message, sqsMessageId: m.MessageId }, 'a handled message was not deleted; its repeat will be deduplicated');
+  }
 }
 
 function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts: Required<SqsPollOptions>): Poller {
@@ -143,20 +127,56 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
     credentials: { accessKeyId: conn.accessKeyId, secretAccessKey: conn.secretAccessKey },
     ...(deps.config.awsEndpointSqs ? { endpoint: deps.config.awsEndpointSqs } : {}),
     maxAttempts: 1, // our own backoff below, which a shutdown can interrupt
+    requestHandler: awsRequestHandler(AWS_DEADLINES.sqs),
     logger: sdkLogger(log),
   });
   const backoff = (failures: number) =>
     Math.min(opts.backoffMaxMs, opts.backoffBaseMs * 2 ** (failures - 1)) * (0.8 + Math.random() * 0.4);
 
+  // The queue speaks for its connection's SES account only (§22.2), and its S3 reads end with the
+  // poller, so a shutdown never waits on a stalled object.
+  const s3 = s3ObjectStore(deps.config, conn, opts.s3Deadlines);
+  const source: ReceivedSource = {
+    sesAccountIds: [conn.sesAccountId],
+    store: () => ({ open: (bucket, key) => s3.open(bucket, key, abort.signal) }),
+  };
+
+  // Received messages wait on S3 and a parse: they take a lane of their own, a few at a time,
+  // so the sending events behind them are received and recorded meanwhile (§22.3).
+  const waiting: { m: Message; record: unknown }[] = [];
+  const running = new Set<Promise<void>>();
+  const pump = () => {
+    while (!abort.signal.aborted && running.size < opts.receivedConcurrency && waiting.length) {
+      const { m, record } = waiting.shift()!;
+      const task: Promise<void> = handleReceived(deps, client, conn, source, m, record, log).finally(() => { running.delete(task); pump(); });
+      running.add(task);
+    }
+  };
+  const aborted = new Promise<void>((resolve) => abort.signal.addEventListener('abort', () => resolve(), { once: true }));
+
   const loop = (async () => {
     let failures = 0;
     while (!abort.signal.aborted) {
+      // Held received messages are bounded; the lane's deadlines bound the wait for room.
+      while (waiting.length + running.size >= opts.receivedConcurrency + RECEIVED_HELD && !abort.signal.aborted) {
+        await Promise.race([...running, aborted]);
+      }
+      if (abort.signal.aborted) break;
       try {
         const res = await client.send(
           new ReceiveMessageCommand({ QueueUrl: conn.eventsQueueUrl!, MaxNumberOfMessages: 10, WaitTimeSeconds: opts.waitTimeSeconds }),
-          { abortSignal: abort.signal },
+          // SQS holds a long poll open for its wait before it answers.
+          { abortSignal: abort.signal, requestTimeout: opts.waitTimeSeconds * 1000 + AWS_DEADLINES.sqs.headersMs },
         );
-        const ok = await handleBatch(deps, client, conn, res.Messages ?? [], log);
+        const events: { m: Message; record: unknown }[] = [];
+        for (const m of res.Messages ?? []) {
+          const body = m.Body ?? '';
+          if (body.includes('"SubscriptionConfirmation"')) warnIfSubscriptionConfirmation(body, log);
+          const record = unwrapSesRecord(body);
+          (isReceived(record) ? waiting : events).push({ m, record });
+        }
+        pump();
+        const ok = await handleEvents(deps, client, conn, events, log);
         failures = ok ? 0 : failures + 1;
       } catch (err) {
         if (abort.signal.aborted) break;
@@ -165,6 +185,9 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
       }
       if (failures) await sleep(backoff(failures), undefined, { signal: abort.signal }).catch(() => {});
     }
+    // Those not started stay in the queue and come back; those started end with their S3 reads.
+    waiting.length = 0;
+    await Promise.allSettled([...running]);
   })();
 
   return {
@@ -188,6 +211,8 @@ export async function startSqsPolling(deps: Deps, options: SqsPollOptions = {}) 
     refreshMs: 30_000,
     backoffBaseMs: 1_000,
     backoffMaxMs: 60_000,
+    receivedConcurrency: 2,
+    s3Deadlines: AWS_DEADLINES.s3,
     ...options,
   };
   const pollers = new Map<string, Poller>();
