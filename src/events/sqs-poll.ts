@@ -145,10 +145,21 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
   // so the sending events behind them are received and recorded meanwhile (§22.3).
   const waiting: { m: Message; record: unknown }[] = [];
   const running = new Set<Promise<void>>();
+  // A message held here past its visibility timeout is received again with a new receipt
+  // handle, which alone can delete it: the held copy takes the new handle instead of a second
+  // copy being queued.
+  const held = new Map<string, Message>();
+  const hold = (m: Message, record: unknown) => {
+    const known = m.MessageId ? held.get(m.MessageId) : undefined;
+    if (known) { known.ReceiptHandle = m.ReceiptHandle; return; }
+    if (m.MessageId) held.set(m.MessageId, m);
+    waiting.push({ m, record });
+  };
   const pump = () => {
     while (!abort.signal.aborted && running.size < opts.receivedConcurrency && waiting.length) {
       const { m, record } = waiting.shift()!;
-      const task: Promise<void> = handleReceived(deps, client, conn, source, m, record, log).finally(() => { running.delete(task); pump(); });
+      const task: Promise<void> = handleReceived(deps, client, conn, source, m, record, log)
+        .finally(() => { running.delete(task); if (m.MessageId) held.delete(m.MessageId); pump(); });
       running.add(task);
     }
   };
@@ -173,7 +184,8 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
           const body = m.Body ?? '';
           if (body.includes('"SubscriptionConfirmation"')) warnIfSubscriptionConfirmation(body, log);
           const record = unwrapSesRecord(body);
-          (isReceived(record) ? waiting : events).push({ m, record });
+          if (isReceived(record)) hold(m, record);
+          else events.push({ m, record });
         }
         pump();
         const ok = await handleEvents(deps, client, conn, events, log);
@@ -187,6 +199,7 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
     }
     // Those not started stay in the queue and come back; those started end with their S3 reads.
     waiting.length = 0;
+    held.clear();
     await Promise.allSettled([...running]);
   })();
 

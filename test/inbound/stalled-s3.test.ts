@@ -37,12 +37,12 @@ async function project(domain: string) {
 }
 
 /** A received message whose S3 object stalls after its headers, already being read. */
-async function stalledInFlight(queueUrl: string, domain: string, id: string) {
+async function stalledInFlight(queueUrl: string, domain: string, id: string, withinMs = 15_000) {
   const key = `mail/${id}`;
   s3.put('inbound-mail', key, replyMessage({ to: `a@${domain}`, subject: 'Stalled' }).raw);
   s3.stall('inbound-mail', key);
   sqs.send(queueUrl, snsEnvelope(receivedNotification({ messageId: id, recipients: [`a@${domain}`], action: { type: 'S3', bucket: 'inbound-mail', key } })));
-  await waitFor('the stalled read in flight', () => s3.gets.some((g) => g.key === key), 15_000);
+  await waitFor('the stalled read in flight', () => s3.gets.some((g) => g.key === key), withinMs);
   return key;
 }
 
@@ -97,7 +97,8 @@ test('SIGTERM stops the worker within 30 s with a stalled S3 read in flight, aft
   let out = '';
   worker.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
   try {
-    await stalledInFlight(t.queueUrl, 'term.acme.test', 'term-1');
+    // The worker process starts first: compiling and connecting take a while on a busy machine.
+    await stalledInFlight(t.queueUrl, 'term.acme.test', 'term-1', 90_000);
     const recorded = await eventsBehind(t.projectId, t.queueUrl, 6);
     await waitFor('bounces and complaints recorded by the worker behind the stall', recorded, 60_000, 50);
   } finally {
