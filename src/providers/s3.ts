@@ -47,7 +47,19 @@ export function s3ObjectStore(config: Config, conn: ProviderConnection, deadline
   return {
     async open(bucket, key, signal) {
       const { GetObjectCommand } = await sdk();
-      const res = await (await s3ClientFor(config, conn, deadlines)).send(new GetObjectCommand({ Bucket: bucket, Key: key }), { abortSignal: signal });
+      const client = await s3ClientFor(config, conn, deadlines);
+      // The headers' deadline holds across the SDK's attempts, not per attempt.
+      const headers = new AbortController();
+      const timer = setTimeout(() => headers.abort(), deadlines.headersMs);
+      let res;
+      try {
+        res = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }), { abortSignal: signal ? AbortSignal.any([signal, headers.signal]) : headers.signal });
+      } catch (err) {
+        if (headers.signal.aborted && !signal?.aborted) throw Object.assign(new Error(`s3://${bucket}/${key} did not answer within ${deadlines.headersMs} ms`), { name: 'TimeoutError' });
+        throw err;
+      } finally {
+        clearTimeout(timer);
+      }
       if (!res.Body) throw new Error(`s3://${bucket}/${key} has no body`);
       const body = res.Body as Readable;
       if (signal) {

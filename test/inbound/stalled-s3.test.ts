@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startSqsPolling } from '../../src/events/sqs-poll.ts';
 import { createLogger } from '../../src/platform/log.ts';
-import { connectProvider } from '../../src/providers/connections.ts';
+import { connectProvider, getProviderConnection } from '../../src/providers/connections.ts';
+import { s3ObjectStore } from '../../src/providers/s3.ts';
 import { createTestContext } from '../helpers/app.ts';
 import { startFakeSqs } from '../helpers/fake-sqs.ts';
 import { startFakeS3 } from '../helpers/fake-s3.ts';
@@ -111,4 +112,32 @@ test('SIGTERM stops the worker within 30 s with a stalled S3 read in flight, aft
   assert.doesNotMatch(out, /"step":"sqs-poll"[^\n]*did not finish/, 'the poll stopped on its own, not abandoned at the shutdown budget');
   assert.deepEqual(await storedIds(t.projectId), []);
   assert.equal(sqs.remaining(t.queueUrl), 1, 'the stalled message is left in the queue, not lost');
+});
+
+test('S3 GetObject gives up at its deadlines: 10 s for the headers, 30 s of silence in the body', { timeout: 120_000 }, async () => {
+  const t = await project('deadline.acme.test');
+  const conn = (await getProviderConnection(sql, config, t.projectId))!;
+  const store = s3ObjectStore(config, conn);
+  s3.put('inbound-mail', 'mail/no-headers', Buffer.from('never sent'));
+  s3.stall('inbound-mail', 'mail/no-headers', 'headers');
+  s3.put('inbound-mail', 'mail/no-body', Buffer.from('never sent'));
+  s3.stall('inbound-mail', 'mail/no-body');
+
+  const [headers, body] = await Promise.all([
+    (async () => {
+      const started = Date.now();
+      const err = await store.open('inbound-mail', 'mail/no-headers').then(() => undefined, (e: Error) => e);
+      return { err, took: Date.now() - started };
+    })(),
+    (async () => {
+      const object = await store.open('inbound-mail', 'mail/no-body');
+      const started = Date.now();
+      const err = await (async () => { for await (const _ of object.body) { /* nothing comes */ } })().then(() => undefined, (e: Error) => e);
+      return { err, took: Date.now() - started };
+    })(),
+  ]);
+  assert.equal(headers.err?.name, 'TimeoutError', String(headers.err));
+  assert.ok(headers.took >= 9_500 && headers.took < 15_000, `headers gave up after ${headers.took} ms`);
+  assert.ok(body.err, 'the body read ends in an error');
+  assert.ok(body.took >= 29_000 && body.took < 40_000, `the body gave up after ${body.took} ms of silence`);
 });
