@@ -65,7 +65,7 @@ async function eventsBehind(projectId: string, queueUrl: string, count: number) 
 const storedIds = async (projectId: string) =>
   (await sql<{ sesMessageId: string }[]>`select ses_message_id from received_emails where project_id = ${projectId}`).map((r) => r.sesMessageId);
 
-test('a stalled S3 read holds only its own message: bounces and complaints behind it are recorded, and it is stored once S3 answers', { timeout: 150_000 }, async () => {
+test('a stalled S3 read holds only its own message: bounces and complaints behind it are recorded, and it is stored once S3 answers', { timeout: 150_000 }, async (tc) => {
   const t = await project('stall.acme.test');
   // The real deadlines: 10 s for the headers, 30 s of silence in the body.
   const polling = await startSqsPolling({ config, sql, log }, { waitTimeSeconds: 1, refreshMs: 100, backoffBaseMs: 20, backoffMaxMs: 100 });
@@ -75,6 +75,7 @@ test('a stalled S3 read holds only its own message: bounces and complaints behin
     const recorded = await eventsBehind(t.projectId, t.queueUrl, 12);
     await waitFor('bounces and complaints recorded behind the stall', recorded, 60_000, 50);
     assert.ok(Date.now() - stalledAt < 60_000, `recorded ${Date.now() - stalledAt} ms after the stall began`);
+    tc.diagnostic(`bounces and complaints recorded ${Date.now() - stalledAt} ms after the stall began`);
     assert.deepEqual(await storedIds(t.projectId), [], 'the stalled message is not stored yet');
     assert.equal(sqs.remaining(t.queueUrl), 1, 'and it is still in the queue');
 
@@ -86,7 +87,7 @@ test('a stalled S3 read holds only its own message: bounces and complaints behin
   }
 });
 
-test('SIGTERM stops the worker within 30 s with a stalled S3 read in flight, after recording the bounces behind it', { skip: redisUrl ? false : REDIS_SKIP_REASON, timeout: 150_000 }, async () => {
+test('SIGTERM stops the worker within 30 s with a stalled S3 read in flight, after recording the bounces behind it', { skip: redisUrl ? false : REDIS_SKIP_REASON, timeout: 150_000 }, async (tc) => {
   const t = await project('term.acme.test');
   const env = {
     ...await sinkWorkerEnv(ctx.url, redisUrl!),
@@ -106,6 +107,7 @@ test('SIGTERM stops the worker within 30 s with a stalled S3 read in flight, aft
     const started = Date.now();
     await stopProcess(worker, 'SIGTERM');
     const took = Date.now() - started;
+    tc.diagnostic(`the worker stopped ${took} ms after SIGTERM`);
     assert.ok(took < 30_000, `stopped in ${took} ms`);
   }
   assert.equal(worker.exitCode, 0);
