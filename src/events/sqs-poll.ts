@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DeleteMessageBatchCommand, DeleteMessageCommand, ReceiveMessageCommand, SQSClient, type Message } from '@aws-sdk/client-sqs';
+import { DeleteMessageBatchCommand, ReceiveMessageCommand, SQSClient, type Message } from '@aws-sdk/client-sqs';
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
@@ -98,24 +98,19 @@ async function handleEvents(deps: Deps, client: SQSClient, conn: ProviderConnect
 
 /**
  * One `Received` message: its projects found among the connection's SES account's, the message
- * fetched and parsed, stored in its own transaction, and only then deleted from the queue. A
- * failure (S3 past its deadline, say) leaves the message to come back after its visibility
- * timeout; it costs this message only.
+ * fetched and parsed, and stored in its own transaction. Answers whether it was handled, so it
+ * may be deleted from the queue. A failure (S3 past its deadline, say) leaves the message to come
+ * back after its visibility timeout; it costs this message only.
  */
-async function handleReceived(deps: Deps, client: SQSClient, conn: ProviderConnection, source: ReceivedSource, m: Message, record: unknown, log: Logger) {
+async function handleReceived(deps: Deps, source: ReceivedSource, m: Message, record: unknown, log: Logger): Promise<boolean> {
   try {
     const prepared = await prepareReceived({ ...deps, log }, source, record);
     const outcome = typeof prepared === 'string' ? prepared : (await storeReceived(deps.sql, prepared.targets, prepared.incoming)).length ? 'stored' : 'duplicate';
     log.debug({ sqsMessageId: m.MessageId, outcome }, 'queued event handled');
+    return true;
   } catch (err) {
     log.warn({ err: (err as Error).message, sqsMessageId: m.MessageId }, 'received message not stored; the message stays queued');
-    return;
-  }
-  if (!m.ReceiptHandle) return;
-  try {
-    await client.send(new DeleteMessageCommand({ QueueUrl: conn.eventsQueueUrl!, ReceiptHandle: m.ReceiptHandle }));
-  } catch (err) {
-    log.warn({ err: (err as Error).message, sqsMessageId: m.MessageId }, 'a handled message was not deleted; its repeat will be deduplicated');
+    return false;
   }
 }
 
@@ -155,10 +150,33 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
     if (m.MessageId) held.set(m.MessageId, m);
     waiting.push({ m, record });
   };
+  // Handled ones are deleted in batches of up to ten, off the lane's slots, each with the
+  // latest receipt handle it was received with.
+  const handled: Message[] = [];
+  let deleting: Promise<void> | undefined;
+  const deleteHandled = () => {
+    deleting ??= (async () => {
+      while (handled.length) {
+        const batch = handled.splice(0, 10);
+        try {
+          const res = await client.send(new DeleteMessageBatchCommand({
+            QueueUrl: conn.eventsQueueUrl!, Entries: batch.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })),
+          }));
+          if (res.Failed?.length) log.warn({ failed: res.Failed.length }, 'some handled messages were not deleted; their repeats will be deduplicated');
+        } catch (err) {
+          log.warn({ err: (err as Error).message, count: batch.length }, 'handled messages were not deleted; their repeats will be deduplicated');
+        }
+      }
+    })().finally(() => {
+      deleting = undefined;
+      if (handled.length) deleteHandled();
+    });
+  };
   const pump = () => {
     while (!abort.signal.aborted && running.size < opts.receivedConcurrency && waiting.length) {
       const { m, record } = waiting.shift()!;
-      const task: Promise<void> = handleReceived(deps, client, conn, source, m, record, log)
+      const task: Promise<void> = handleReceived(deps, source, m, record, log)
+        .then((ok) => { if (ok && m.ReceiptHandle) { handled.push(m); deleteHandled(); } })
         .finally(() => { running.delete(task); if (m.MessageId) held.delete(m.MessageId); pump(); });
       running.add(task);
     }
@@ -201,6 +219,8 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
     waiting.length = 0;
     held.clear();
     await Promise.allSettled([...running]);
+    // Not abortable: a shutdown must not leave stored messages behind to be received again.
+    while (deleting) await deleting;
   })();
 
   return {
