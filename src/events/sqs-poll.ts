@@ -6,8 +6,9 @@ import type { Logger } from '../platform/log.ts';
 import { CONNECTIONS_CHANNEL, listQueueConnections, type ProviderConnection } from '../providers/connections.ts';
 import { ingestSesRecord } from './ingest.ts';
 import { unwrapSesRecord } from './normalise.ts';
-import { prepareReceived, type ReceivedSource } from '../inbound/ingest.ts';
-import { storeReceived } from '../inbound/store.ts';
+import { prepareReceived, type PreparedReceived, type ReceivedSource } from '../inbound/ingest.ts';
+import { storeReceived, storeReceivedIn } from '../inbound/store.ts';
+import { GroupCommit } from '../platform/group-commit.ts';
 import { s3ObjectStore } from '../providers/s3.ts';
 import { AWS_DEADLINES, awsRequestHandler, type AwsDeadlines } from '../providers/aws-http.ts';
 
@@ -98,17 +99,22 @@ async function handleEvents(deps: Deps, client: SQSClient, conn: ProviderConnect
 
 /**
  * One `Received` message: its projects found among the connection's SES account's, the message
- * fetched and parsed, and stored in its own transaction. Answers whether it was handled, so it
- * may be deleted from the queue. A failure (S3 past its deadline, say) leaves the message to come
- * back after its visibility timeout; it costs this message only.
+ * fetched and parsed, then stored. Its lane slot is released once it is parsed, so the next one
+ * is fetched while it waits for the commit it shares with the others parsed meanwhile. Answers
+ * whether it was handled, so it may be deleted from the queue. A failure (S3 past its deadline,
+ * say) leaves the message to come back after its visibility timeout; it costs this message only.
  */
-async function handleReceived(deps: Deps, source: ReceivedSource, m: Message, record: unknown, log: Logger): Promise<boolean> {
+async function handleReceived(
+  deps: Deps, source: ReceivedSource, stores: GroupCommit<PreparedReceived, number>, m: Message, record: unknown, log: Logger, parsed: () => void,
+): Promise<boolean> {
   try {
     const prepared = await prepareReceived({ ...deps, log }, source, record);
-    const outcome = typeof prepared === 'string' ? prepared : (await storeReceived(deps.sql, prepared.targets, prepared.incoming)).length ? 'stored' : 'duplicate';
+    parsed();
+    const outcome = typeof prepared === 'string' ? prepared : (await stores.run(prepared)) ? 'stored' : 'duplicate';
     log.debug({ sqsMessageId: m.MessageId, outcome }, 'queued event handled');
     return true;
   } catch (err) {
+    parsed();
     log.warn({ err: (err as Error).message, sqsMessageId: m.MessageId }, 'received message not stored; the message stays queued');
     return false;
   }
@@ -139,7 +145,20 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
   // Received messages wait on S3 and a parse: they take a lane of their own, a few at a time,
   // so the sending events behind them are received and recorded meanwhile (§22.3).
   const waiting: { m: Message; record: unknown }[] = [];
+  /** Messages being fetched and parsed: at most `receivedConcurrency`. */
+  let parsing = 0;
+  /** Every received message's task until it is stored (or failed). */
   const running = new Set<Promise<void>>();
+  // Those parsed meanwhile share a transaction, so a batch costs about one commit, not ten.
+  const stores = new GroupCommit<PreparedReceived, number>(
+    (items) => deps.sql.begin(async (tx) => {
+      const stored: number[] = [];
+      for (const p of items) stored.push((await storeReceivedIn(tx, p.targets, p.incoming)).length);
+      return stored;
+    }),
+    { maxBatch: 10, maxInFlight: 1 },
+    async (p) => (await storeReceived(deps.sql, p.targets, p.incoming)).length,
+  );
   // A message held here past its visibility timeout is received again with a new receipt
   // handle, which alone can delete it: the held copy takes the new handle instead of a second
   // copy being queued.
@@ -173,11 +192,14 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
     });
   };
   const pump = () => {
-    while (!abort.signal.aborted && running.size < opts.receivedConcurrency && waiting.length) {
+    while (!abort.signal.aborted && parsing < opts.receivedConcurrency && waiting.length) {
       const { m, record } = waiting.shift()!;
-      const task: Promise<void> = handleReceived(deps, source, m, record, log)
+      parsing++;
+      let released = false;
+      const release = () => { if (!released) { released = true; parsing--; pump(); } };
+      const task: Promise<void> = handleReceived(deps, source, stores, m, record, log, release)
         .then((ok) => { if (ok && m.ReceiptHandle) { handled.push(m); deleteHandled(); } })
-        .finally(() => { running.delete(task); if (m.MessageId) held.delete(m.MessageId); pump(); });
+        .finally(() => { release(); running.delete(task); if (m.MessageId) held.delete(m.MessageId); });
       running.add(task);
     }
   };
@@ -186,7 +208,8 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
   const loop = (async () => {
     let failures = 0;
     while (!abort.signal.aborted) {
-      // Held received messages are bounded; the lane's deadlines bound the wait for room.
+      // Held received messages (waiting, parsing, or parsed and waiting for their commit) are
+      // bounded; the lane's deadlines bound the wait for room.
       while (waiting.length + running.size >= opts.receivedConcurrency + RECEIVED_HELD && !abort.signal.aborted) {
         await Promise.race([...running, aborted]);
       }
