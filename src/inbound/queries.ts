@@ -43,16 +43,21 @@ const COLUMNS = (sql: Sql | TxSql) => sql`
   body_purged, created_at`;
 
 /**
- * The projects receiving at the given domains (lower-cased), each once. This is how a message
- * finds its project, so it is the one query that looks across projects.
+ * The receiving domains among the given ones (lower-cased) of projects connected to one of the
+ * given SES accounts, each with the bucket and prefix its set-up named and whether its project
+ * holds this SES message already. This is how a message finds its project, so it is the one
+ * query that looks across projects: bounded by the accounts of the queue or topic that carried
+ * the notification, never by the recipient's domain alone.
  */
-export async function projectsReceivingAt(sql: Sql | TxSql, domains: string[], sesMessageId: string) {
-  return sql<{ projectId: string; domains: string[]; holding: boolean }[]>`
-    select d.project_id, array_agg(distinct lower(d.value)) as domains,
+export async function projectsReceivingAt(sql: Sql | TxSql, sesAccountIds: string[], domains: string[], sesMessageId: string) {
+  return sql<{ projectId: string; domain: string; bucket: string | null; prefix: string; holding: boolean }[]>`
+    select d.project_id, lower(d.value) as domain, d.receiving->>'bucket' as bucket, coalesce(d.receiving->>'prefix', '') as prefix,
       exists (select 1 from received_emails r where r.project_id = d.project_id and r.ses_message_id = ${sesMessageId}) as holding
     from domains d
+    join provider_connections c on c.project_id = d.project_id
     where lower(d.value) = any(${domains}::text[]) and d.receiving is not null
-    group by d.project_id order by d.project_id`;
+      and c.ses_account_id = any(${sesAccountIds}::bigint[])
+    order by d.project_id, lower(d.value)`;
 }
 
 /** Inserts the row unless the project holds the SES message already; answers its creation time if it did. */
