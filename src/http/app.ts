@@ -30,6 +30,8 @@ import { registerResendReceivingRoutes } from '../inbound/resend-routes.ts';
 import { registerDownloadRoutes } from '../inbound/download.ts';
 import { registerSinkInboundRoute } from '../inbound/sink-routes.ts';
 import { registerReceivingSetupRoutes } from '../inbound/receiving.ts';
+import { registerContactImportRoutes } from '../contacts/imports/routes.ts';
+import { registerResendContactImportRoutes } from '../contacts/imports/resend-routes.ts';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
 export function createApp(deps: AppDeps) {
@@ -91,6 +93,8 @@ export function createApp(deps: AppDeps) {
   app.use('/v1/*', async (c, next) => (c.req.path === '/v1/events/ses' ? next() : auth(c, next)));
   // Resend's API, for applications switching with only RESEND_BASE_URL; not in the schema.
   app.route('/resend', createResendApp(auth, (resend) => {
+    // Before any `/contacts/:id` route, so `imports` is never read as a contact.
+    registerResendContactImportRoutes(resend);
     registerResendTemplateRoutes(resend);
     registerResendReceivingRoutes(resend);
   }));
@@ -107,6 +111,8 @@ export function createApp(deps: AppDeps) {
   registerAuditRoutes(app);
   registerReputationRoutes(app);
   registerTemplateRoutes(app);
+  // Before the contacts routes, so `/v1/contacts/imports` is never read as a contact's id or address.
+  registerContactImportRoutes(app);
   if (deps.config.eventIngestion === 'https') registerSnsPushRoute(app);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
