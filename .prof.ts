@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);
 import { freshDatabase } from './bench/support.ts';
 import { createSql } from './src/platform/db.ts';
 import { createProject } from './src/projects/service.ts';
@@ -14,8 +15,11 @@ const csv = Buffer.from(generatedCsv(rows));
 let t = performance.now();
 const { id } = await createImport(sql, p.id, { file: Readable.from([csv]), fields: {} }, 1e9);
 console.log('upload', Math.round(performance.now() - t), 'ms', csv.length);
+const rss0 = process.memoryUsage().rss/1048576;
+const iv = setInterval(() => { const m = process.memoryUsage(); const sp = Object.fromEntries((require('node:v8') as typeof import('node:v8')).getHeapSpaceStatistics().map(x => [x.space_name, Math.round(x.space_size/1048576)])); console.log(JSON.stringify(sp), 'rss', Math.round(m.rss/1048576), 'heap', Math.round(m.heapUsed/1048576), 'ext', Math.round(m.external/1048576), 'ab', Math.round(m.arrayBuffers/1048576)); }, 2000);
 t = performance.now();
 await runImport(sql, p.id, id);
+clearInterval(iv); console.log('rss before run', Math.round(rss0));
 const s = (performance.now() - t) / 1000;
 console.log('run', s.toFixed(2), 's', Math.round(rows / s), 'rows/s', (await sql`select total, created from contact_imports where id = ${id}`)[0]);
 t = performance.now();

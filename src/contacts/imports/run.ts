@@ -14,12 +14,21 @@ export const BATCH_ROWS = 5000;
 /** How many `{line, reason}` an import keeps. */
 export const MAX_ERRORS = 100;
 
-/** The stored upload from `offset` on, one piece at a time. */
+/** What the parser hands on per record, instead of its own info object: less garbage a row. */
+type Parsed = [record: string[], bytes: number, lines: number];
+
+/** How much of a stored piece the parser is given at once: it parses what it is given whole, whatever the backpressure. */
+const SLICE_BYTES = 64 * 1024;
+
+/** The stored upload from `offset` on, one piece read at a time, in slices. */
 async function* uploadFrom(sql: Sql, projectId: string, importId: string, offset: number): AsyncGenerator<Buffer> {
   let chunk = await chunkAt(sql, projectId, importId, { offset });
-  if (!chunk) return;
-  yield chunk.data.subarray(offset - chunk.startByte);
-  while ((chunk = await chunkAt(sql, projectId, importId, { after: chunk.seq }))) yield chunk.data;
+  let from = chunk ? offset - chunk.startByte : 0;
+  while (chunk) {
+    for (let i = from; i < chunk.data.length; i += SLICE_BYTES) yield chunk.data.subarray(i, i + SLICE_BYTES);
+    from = 0;
+    chunk = await chunkAt(sql, projectId, importId, { after: chunk.seq });
+  }
 }
 
 class Batch {
@@ -75,9 +84,11 @@ export async function runImport(sql: Sql, projectId: string, importId: string, o
     cursorBytes = batch.bytes;
   };
 
-  const parser = parse({ ...CSV_OPTIONS, bom: baseBytes === 0 });
+  const { info: _info, ...options } = CSV_OPTIONS;
+  const parser = parse({ ...options, bom: baseBytes === 0, on_record: (record: string[], context: { bytes: number; lines: number }) => [record, context.bytes, context.lines] as unknown as string[] });
   // A failed read of the upload destroys the parser with its error, which the loop below throws.
-  pipeline(Readable.from(uploadFrom(sql, projectId, importId, baseBytes)), parser, () => {});
+  // One slice read ahead at most, so the worker holds one stored piece and two batches.
+  pipeline(Readable.from(uploadFrom(sql, projectId, importId, baseBytes), { highWaterMark: 1 }), parser, () => {});
   let batch = new Batch();
   let extraLines = 0;
   let writing: Promise<void> = Promise.resolve();
@@ -90,13 +101,13 @@ export async function runImport(sql: Sql, projectId: string, importId: string, o
     writing.catch(() => {});
   };
   try {
-    for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { bytes: number; lines: number } }>) {
+    for await (const [record, bytes, lines] of parser as AsyncIterable<Parsed>) {
       const row = checkRow(record, imp.plan);
       if (row.ok && batch.keys.has(row.key)) await hand(); // a repeated address goes to the next batch, after this one
       batch.total++;
-      batch.bytes = baseBytes + info.bytes;
+      batch.bytes = baseBytes + bytes;
       extraLines += quotedCrlfs(record);
-      batch.lines = baseLines + info.lines - extraLines;
+      batch.lines = baseLines + lines - extraLines;
       if (row.ok) {
         batch.keys.add(row.key);
         batch.rows.push({ id: newId('contact'), email: row.email, firstName: row.firstName, lastName: row.lastName, unsubscribed: row.unsubscribed, properties: JSON.stringify(row.properties) });
