@@ -108,3 +108,9 @@ create table if not exists contact_import_chunks (
 );
 -- CSV compresses, but pglz on every megabyte costs the upload more than the disk it saves.
 alter table contact_import_chunks alter column data set storage external;
+-- Contact webhook events (§23.1) are project events: email_id a fresh id naming no email, shown as null.
+alter table events drop constraint if exists events_type_check;
+alter table events add constraint events_type_check check (type = any (array['email.sent', 'email.delivered',
+  'email.delivery_delayed', 'email.bounced', 'email.complained', 'email.failed', 'email.opened', 'email.clicked', 'email.received',
+  'project.reputation_warning', 'project.sending_paused', 'project.sending_resumed', 'account.enforcement_changed',
+  'contact.created', 'contact.updated', 'contact.deleted', 'contact.topics.updated']));

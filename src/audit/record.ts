@@ -13,6 +13,10 @@ export const AUDIT_ACTIONS = [
   'provider.connected', 'provider.disconnected',
   'member.invited', 'member.joined', 'member.role_changed', 'member.removed', 'member.signed_in',
   'reputation.settings_changed', 'reputation.paused', 'reputation.resumed',
+  'contact.created', 'contact.updated', 'contact.deleted', 'contact.segment_added', 'contact.segment_removed', 'contact.topics_updated',
+  'contact_property.created', 'contact_property.updated', 'contact_property.deleted',
+  'segment.created', 'segment.updated', 'segment.deleted',
+  'topic.created', 'topic.updated', 'topic.deleted',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
@@ -32,6 +36,10 @@ export const AUDIT_FIELDS = {
   provider: ['provider', 'region', 'configuration_set', 'events_queue_url', 'sns_topic_arn', 'max_send_rate'],
   member: ['email', 'role', 'method'],
   reputation: ['reason', 'paused', 'bounce_rate', 'complaint_rate', 'bounce_threshold', 'complaint_threshold'],
+  contact: ['email', 'fields', 'segment_id', 'topic_ids'],
+  contact_property: ['key', 'type', 'fallback_value'],
+  segment: ['name'],
+  topic: ['name', 'description', 'default_subscription', 'visibility'],
 } as const satisfies Record<string, readonly string[]>;
 export type AuditTargetType = keyof typeof AUDIT_FIELDS;
 

@@ -25,8 +25,17 @@ export const PROJECT_EVENT_TYPES = [
 ] as const;
 export type ProjectEventType = (typeof PROJECT_EVENT_TYPES)[number];
 
+/** Events about a contact (§23.1), recorded by src/contacts/events.ts; their payload's email_id is null too. */
+export const CONTACT_EVENT_TYPES = [
+  'contact.created',
+  'contact.updated',
+  'contact.deleted',
+  'contact.topics.updated',
+] as const;
+export type ContactEventType = (typeof CONTACT_EVENT_TYPES)[number];
+
 /** Every type a webhook endpoint can be sent, and filter on. */
-export const WEBHOOK_EVENT_TYPES = [...EVENT_TYPES, ...PROJECT_EVENT_TYPES] as const;
+export const WEBHOOK_EVENT_TYPES = [...EVENT_TYPES, ...PROJECT_EVENT_TYPES, ...CONTACT_EVENT_TYPES] as const;
 
 export type NewEvent = {
   projectId: string;
@@ -167,11 +176,11 @@ function countReputation(sql: Sql | TxSql, rows: { id: string; rep_metric: strin
 }
 
 /**
- * Records an event about the project itself (PROJECT_EVENT_TYPES) with its deliveries and flush
- * jobs, in the caller's transaction. It belongs to no email: its email_id is a fresh email-kind
+ * Records an event about the project itself (PROJECT_EVENT_TYPES) or one of its contacts
+ * (CONTACT_EVENT_TYPES) with its deliveries and flush jobs, in the caller's transaction. It belongs to no email: its email_id is a fresh email-kind
  * id naming none, so it and its deliveries live in today's partitions like any other event.
  */
-export async function recordProjectEvent(tx: Sql | TxSql, projectId: string, type: ProjectEventType, data: Record<string, unknown>) {
+export async function recordProjectEvent(tx: Sql | TxSql, projectId: string, type: ProjectEventType | ContactEventType, data: Record<string, unknown>) {
   await tx`
     with new_events as (
       insert into events (id, project_id, email_id, type, data)

@@ -32,6 +32,11 @@ import { registerSinkInboundRoute } from '../inbound/sink-routes.ts';
 import { registerReceivingSetupRoutes } from '../inbound/receiving.ts';
 import { registerContactImportRoutes } from '../contacts/imports/routes.ts';
 import { registerResendContactImportRoutes } from '../contacts/imports/resend-routes.ts';
+import { registerContactRoutes } from '../contacts/routes.ts';
+import { registerContactPropertyRoutes } from '../contacts/property-routes.ts';
+import { registerSegmentRoutes } from '../segments/routes.ts';
+import { registerTopicRoutes } from '../topics/routes.ts';
+import { registerResendContactRoutes } from '../contacts/resend-routes.ts';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
 export function createApp(deps: AppDeps) {
@@ -97,6 +102,7 @@ export function createApp(deps: AppDeps) {
     registerResendContactImportRoutes(resend);
     registerResendTemplateRoutes(resend);
     registerResendReceivingRoutes(resend);
+    registerResendContactRoutes(resend);
   }));
 
   registerReceivingRoutes(app);
@@ -113,6 +119,10 @@ export function createApp(deps: AppDeps) {
   registerTemplateRoutes(app);
   // Before the contacts routes, so `/v1/contacts/imports` is never read as a contact's id or address.
   registerContactImportRoutes(app);
+  registerContactRoutes(app);
+  registerContactPropertyRoutes(app);
+  registerSegmentRoutes(app);
+  registerTopicRoutes(app);
   if (deps.config.eventIngestion === 'https') registerSnsPushRoute(app);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {

@@ -10,6 +10,8 @@ export type ErrorType =
   | 'email_not_scheduled'
   | 'endpoint_disabled'
   | 'domain_receiving_on'
+  | 'contact_exists'
+  | 'contact_property_exists'
   | 'idempotency_key_reused'
   | 'payload_too_large'
   | 'rate_limit_exceeded'
@@ -25,6 +27,8 @@ const STATUS: Record<ErrorType, 401 | 403 | 404 | 409 | 413 | 429 | 500 | 503> =
   email_not_scheduled: 409,
   endpoint_disabled: 409,
   domain_receiving_on: 409,
+  contact_exists: 409,
+  contact_property_exists: 409,
   idempotency_key_reused: 409,
   payload_too_large: 413,
   rate_limit_exceeded: 429,
@@ -34,12 +38,18 @@ const STATUS: Record<ErrorType, 401 | 403 | 404 | 409 | 413 | 429 | 500 | 503> =
 
 export class ApiError extends Error {
   readonly status: number;
+  /** Fields beside `type` and `message` that name what the error is about, e.g. `contact_id`. */
+  fields: Record<string, string> = {};
   constructor(readonly type: ErrorType, message: string, readonly headers: Record<string, string> = {}) {
     super(message);
     this.status = STATUS[type];
   }
+  with(fields: Record<string, string>): this {
+    this.fields = fields;
+    return this;
+  }
   toJSON() {
-    return { error: { type: this.type, message: this.message } };
+    return { error: { type: this.type, message: this.message, ...this.fields } };
   }
 }
 
@@ -140,7 +150,7 @@ const DESCRIPTIONS = {
   401: 'Missing, invalid or revoked API key.',
   403: 'The key lacks the permission this route needs (`permission_denied`).',
   404: 'Not found, or owned by another project.',
-  409: 'Conflict with the current state (`idempotency_key_reused`, `email_not_scheduled`, `endpoint_disabled`, `domain_receiving_on`).',
+  409: 'Conflict with the current state (`idempotency_key_reused`, `email_not_scheduled`, `endpoint_disabled`, `domain_receiving_on`, `contact_exists` with `contact_id`, `contact_property_exists`).',
   413: 'Request body too large to read.',
   422: 'Validation failed.',
   429: 'Rate limit exceeded.',

@@ -169,7 +169,7 @@ async function settle(sql: Sql, a: Attempt, outcome: Outcome, answered: Answered
 }
 
 export function webhookBody(a: Attempt): string {
-  // A project's own events (project.*, account.*) carry an id that names no email.
+  // A project's own events (project.*, account.*, contact.*) carry an id that names no email.
   const emailId = a.type.startsWith('email.') ? a.emailId : null;
   return JSON.stringify({ id: a.eventId, type: a.type, email_id: emailId, created_at: a.eventCreatedAt.toISOString(), data: a.data });
 }

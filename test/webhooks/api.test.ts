@@ -138,7 +138,7 @@ test('CLI --events: only the listed types are delivered; GET /v1/webhooks shows 
   const out = JSON.parse(created.stdout);
   assert.deepEqual(out.event_types, ['email.opened', 'email.clicked']);
   assert.equal(bogus.code, 1);
-  assert.match(bogus.stderr, /^mailroom: unknown event type email\.read; the types are email\.sent, .*email\.clicked, email\.received, project\.reputation_warning, .*account\.enforcement_changed \(or all\)\n$/);
+  assert.match(bogus.stderr, /^mailroom: unknown event type email\.read; the types are email\.sent, .*email\.clicked, email\.received, project\.reputation_warning, .*account\.enforcement_changed, contact\.created, .*contact\.topics\.updated \(or all\)\n$/);
   const listed = (await (await ctx.call(key, '/v1/webhooks')).json()) as { data: { id: string; event_types: string[] | null }[] };
   assert.deepEqual(listed.data.map((e) => [e.id, e.event_types]), [[out.id, ['email.opened', 'email.clicked']]]);
 
