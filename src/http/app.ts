@@ -34,6 +34,8 @@ import { registerResendWebhookRoutes } from '../webhooks/resend-routes.ts';
 import { registerDownloadRoutes } from '../inbound/download.ts';
 import { registerSinkInboundRoute } from '../inbound/sink-routes.ts';
 import { registerReceivingSetupRoutes } from '../inbound/receiving.ts';
+import { registerContactImportRoutes } from '../contacts/imports/routes.ts';
+import { registerResendContactImportRoutes } from '../contacts/imports/resend-routes.ts';
 import { registerContactRoutes } from '../contacts/routes.ts';
 import { registerContactPropertyRoutes } from '../contacts/property-routes.ts';
 import { registerSegmentRoutes } from '../segments/routes.ts';
@@ -109,6 +111,8 @@ export function createApp(deps: AppDeps) {
   app.use('/v1/*', async (c, next) => (c.req.path === '/v1/events/ses' ? next() : auth(c, next)));
   // Resend's API, for applications switching with only RESEND_BASE_URL; not in the schema.
   app.route('/resend', createResendApp(auth, (resend) => {
+    // Before any `/contacts/:id` route, so `imports` is never read as a contact.
+    registerResendContactImportRoutes(resend);
     registerResendTemplateRoutes(resend);
     registerResendReceivingRoutes(resend);
     registerResendContactRoutes(resend);
@@ -129,6 +133,8 @@ export function createApp(deps: AppDeps) {
   registerAuditRoutes(app);
   registerReputationRoutes(app);
   registerTemplateRoutes(app);
+  // Before the contacts routes, so `/v1/contacts/imports` is never read as a contact's id or address.
+  registerContactImportRoutes(app);
   registerContactRoutes(app);
   registerContactPropertyRoutes(app);
   registerSegmentRoutes(app);
