@@ -22,6 +22,7 @@ import { registerSuppressionRoutes } from '../suppressions/routes.ts';
 import { registerAuditRoutes } from '../audit/routes.ts';
 import { registerReputationRoutes } from '../reputation/routes.ts';
 import { registerTemplateRoutes } from '../templates/routes.ts';
+import { registerBroadcastRoutes } from '../broadcasts/routes.ts';
 import { registerResendTemplateRoutes } from '../templates/resend-routes.ts';
 import { renderForSend, setTemplateCacheMb } from '../templates/service.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
@@ -107,6 +108,7 @@ export function createApp(deps: AppDeps) {
   registerAuditRoutes(app);
   registerReputationRoutes(app);
   registerTemplateRoutes(app);
+  registerBroadcastRoutes(app);
   if (deps.config.eventIngestion === 'https') registerSnsPushRoute(app);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
