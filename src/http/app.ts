@@ -23,6 +23,7 @@ import { registerAuditRoutes } from '../audit/routes.ts';
 import { registerReputationRoutes } from '../reputation/routes.ts';
 import { registerTemplateRoutes } from '../templates/routes.ts';
 import { registerBroadcastRoutes } from '../broadcasts/routes.ts';
+import { registerResendBroadcastRoutes } from '../broadcasts/resend-routes.ts';
 import { registerResendTemplateRoutes } from '../templates/resend-routes.ts';
 import { renderForSend, setTemplateCacheMb } from '../templates/service.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
@@ -94,6 +95,7 @@ export function createApp(deps: AppDeps) {
   app.route('/resend', createResendApp(auth, (resend) => {
     registerResendTemplateRoutes(resend);
     registerResendReceivingRoutes(resend);
+    registerResendBroadcastRoutes(resend);
   }));
 
   registerReceivingRoutes(app);

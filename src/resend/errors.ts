@@ -25,6 +25,8 @@ const BY_TYPE: Partial<Record<string, ResendErrorName>> = {
   rate_limit_exceeded: 'rate_limit_exceeded',
   payload_too_large: 'validation_error',
   email_not_scheduled: 'validation_error',
+  broadcast_not_editable: 'validation_error',
+  broadcast_not_cancelable: 'validation_error',
 };
 
 /** Mailroom's errors in Resend's shape: never `{error:{…}}` nor `{detail:[…]}` under /resend. */
