@@ -121,3 +121,5 @@ create index if not exists broadcast_recipients_by_email on broadcast_recipients
 alter table emails add column if not exists broadcast_id text;
 create index if not exists emails_by_broadcast on emails (broadcast_id, id) where broadcast_id is not null;
 create index if not exists emails_broadcast_unsent on emails (broadcast_id) where broadcast_id is not null and status in ('queued', 'sending');
+-- A send under a topic (`topic_id` on POST /v1/emails): opted-out contacts are skipped at send.
+alter table emails add column if not exists topic_id text;

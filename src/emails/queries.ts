@@ -168,6 +168,8 @@ export type NewEmail = EmailContent & {
   submitted?: SubmittedMessage;
   /** The broadcast it is one recipient's copy of: its job then waits behind transactional mail. */
   broadcastId?: string | null;
+  /** The topic it is sent under: opted-out contacts are skipped at send, and its unsubscribe names the topic. */
+  topicId?: string | null;
 };
 
 /**
@@ -239,23 +241,24 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     message_id_header: e.submitted?.messageId ?? null,
     submitted_message_id: e.submitted?.messageId ?? null,
     broadcast_id: e.broadcastId ?? null,
+    topic_id: e.topicId ?? null,
   }));
   await tx`
     with inserted as (
       insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
                           reply_to_addresses, subject, html, text, headers, attachments, scheduled_at, tags,
-                          track_opens, track_clicks, template_id, template_version, source, raw_message, message_id_header, submitted_message_id, broadcast_id)
+                          track_opens, track_clicks, template_id, template_version, source, raw_message, message_id_header, submitted_message_id, broadcast_id, topic_id)
       select r.id, r.project_id, case when r.scheduled_at > now() then 'scheduled' else 'queued' end,
              r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
              r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments,
              case when r.scheduled_at > now() then r.scheduled_at end, r.tags, r.track_opens, r.track_clicks, r.template_id, r.template_version,
              r.source, substring(${raws.length ? Buffer.concat(raws) : null}::bytea from r.raw_at for r.raw_length),
-             r.message_id_header, r.submitted_message_id, r.broadcast_id
+             r.message_id_header, r.submitted_message_id, r.broadcast_id, r.topic_id
       from jsonb_to_recordset(${tx.json(rows)}) as r(
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
         reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb,
         track_opens boolean, track_clicks boolean, template_id text, template_version integer, source text, raw_at integer, raw_length integer,
-        message_id_header text, submitted_message_id text, broadcast_id text)
+        message_id_header text, submitted_message_id text, broadcast_id text, topic_id text)
       returning id, project_id, scheduled_at, tags, submitted_message_id, to_addresses, cc_addresses, bcc_addresses, broadcast_id
     ),
     submitted as (
@@ -319,6 +322,7 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   /** The partition its row is in, which the statements settling it name (day-table.ts). */
   table: EmailsTable;
   broadcastId: string | null;
+  topicId: string | null;
 };
 
 /** Who claims, for how long, when a silent holder counts as dead, and this process's own holder. */
@@ -379,7 +383,7 @@ async function claimIn(
       reply_to_addresses, subject, html, text, headers, attachments, message_id_header, raw_message, lease_owner, tags,
       exists (select 1 from provider_connections pc where pc.project_id = emails.project_id) as has_provider,
       exists (select 1 from suppressions s where s.project_id = emails.project_id) as has_suppressions,
-      track_opens, track_clicks, body_purged, broadcast_id,
+      track_opens, track_clicks, body_purged, broadcast_id, topic_id,
       -- The sender's domain is after the last @ of the validated From mailbox.
       (select json_build_object('openTracking', d.open_tracking, 'clickTracking', d.click_tracking, 'trackingDomain', d.tracking_domain)
        from domains d where d.project_id = emails.project_id
