@@ -1,3 +1,4 @@
+import { idFloor } from '../platform/ids.ts';
 import type { Sql, TxSql } from '../platform/db.ts';
 
 export type BroadcastStatus = 'draft' | 'scheduled' | 'sending' | 'sent' | 'canceled';
@@ -241,22 +242,28 @@ export type BroadcastCounts = Record<'recipients' | 'suppressed' | 'queued' | 's
  * its recipients' rows; recipients and suppressed are the tallies the pages keep.
  */
 export async function broadcastCounts(sql: Sql, b: BroadcastRow): Promise<BroadcastCounts> {
-  const [row] = await sql<[Omit<BroadcastCounts, 'recipients' | 'suppressed' | 'unsubscribed'>]>`
+  const [row] = await sql<[Omit<BroadcastCounts, 'recipients' | 'suppressed' | 'unsubscribed' | 'bounced' | 'complained'>]>`
     select count(*) filter (where status in ('queued', 'sending', 'scheduled'))::int as queued,
       count(*) filter (where status = 'sent')::int as sent,
       count(*) filter (where delivered_at is not null)::int as delivered,
       count(*) filter (where opened_at is not null)::int as opened,
       count(*) filter (where clicked_at is not null)::int as clicked,
-      count(*) filter (where exists (select 1 from events ev where ev.email_id = emails.id and ev.project_id = emails.project_id and ev.type = 'email.bounced'))::int as bounced,
-      count(*) filter (where exists (select 1 from events ev where ev.email_id = emails.id and ev.project_id = emails.project_id and ev.type = 'email.complained'))::int as complained,
       count(*) filter (where status = 'failed')::int as failed
     from emails where broadcast_id = ${b.id} and project_id = ${b.projectId}`;
+  // Bounces and complaints: the project's events of those two kinds about emails made since the
+  // broadcast began (events are partitioned by email id, so only those days are read), matched to its emails.
+  const [rated] = b.snapshotAt ? await sql<[{ bounced: number; complained: number }]>`
+    select count(distinct ev.email_id) filter (where ev.type = 'email.bounced')::int as bounced,
+      count(distinct ev.email_id) filter (where ev.type = 'email.complained')::int as complained
+    from events ev join emails e on e.id = ev.email_id and e.project_id = ev.project_id
+    where ev.project_id = ${b.projectId} and ev.email_id >= ${idFloor('email', b.snapshotAt.getTime() - 60_000)}
+      and ev.type in ('email.bounced', 'email.complained') and e.broadcast_id = ${b.id}` : [{ bounced: 0, complained: 0 }];
   const [unsub] = await sql<[{ n: number }]>`
     select count(*)::int as n from broadcast_recipients r join contacts c on c.id = r.contact_id and c.project_id = r.project_id
     ${b.topicId ? sql`left join contact_topics ct on ct.contact_id = c.id and ct.topic_id = ${b.topicId}` : sql``}
     where r.broadcast_id = ${b.id} and r.email_id is not null
       and (c.unsubscribed ${b.topicId ? sql`or ct.subscription = 'opt_out'` : sql``})`;
-  return { recipients: b.recipients, suppressed: b.suppressed, ...row, unsubscribed: unsub.n };
+  return { recipients: b.recipients, suppressed: b.suppressed, ...row, ...rated, unsubscribed: unsub.n };
 }
 
 export const RECIPIENT_TYPES = ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'complained', 'unsubscribed', 'suppressed', 'failed'] as const;
