@@ -7,6 +7,7 @@ import { insertQueuedEmails, type NewEmail } from '../emails/queries.ts';
 import { normaliseAddress } from '../suppressions/address.ts';
 import { suppressedAmong } from '../suppressions/queries.ts';
 import { withDayPartitions } from '../retention/partitions.ts';
+import { isPaused } from '../reputation/queries.ts';
 import * as q from './queries.ts';
 import type { BroadcastRow, PageContact } from './queries.ts';
 import { BroadcastTooLarge, hasUnsubscribePlaceholder, htmlFooter, renderPart, textFooter, withPreview, type PropertyFallbacks } from './render.ts';
@@ -20,8 +21,9 @@ export const BROADCAST_PAGE_SIZE = 500;
  * broadcast ever sits in the queue (transactional mail goes first anyway, by priority).
  */
 export const BROADCAST_MAX_AHEAD = 2 * BROADCAST_PAGE_SIZE;
-/** How soon a broadcast waiting for its sends (or a §19 pause) looks again. */
+/** How soon a broadcast waiting for its sends looks again; while its project is paused (§19), less often. */
 const RECHECK_MS = 100;
+const PAUSED_RECHECK_MS = 2000;
 
 const Payload = z.object({ broadcast_id: z.string().min(1).max(100), project_id: z.string().min(1).max(100) });
 
@@ -83,12 +85,12 @@ export function broadcastSendTask(deps: WorkerDeps): Task {
         await q.markBroadcastSent(sql, projectId, id);
         log.info({ broadcastId: id, projectId, recipients: b.recipients }, 'broadcast sent');
       } else {
-        await again(RECHECK_MS);
+        await again(await isPaused(sql, projectId) ? PAUSED_RECHECK_MS : RECHECK_MS);
       }
       return;
     }
     if (await q.unsentCount(sql, projectId, id, BROADCAST_MAX_AHEAD) > BROADCAST_MAX_AHEAD - BROADCAST_PAGE_SIZE) {
-      await again(RECHECK_MS);
+      await again(await isPaused(sql, projectId) ? PAUSED_RECHECK_MS : RECHECK_MS);
       return;
     }
     const fallbacks = await propertyFallbacks(sql, projectId);
