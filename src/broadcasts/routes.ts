@@ -39,7 +39,7 @@ const get = createRoute({
   ...base, method: 'get', path: '/v1/broadcasts/{broadcast_id}', summary: 'Get a broadcast',
   description: 'With `counts`, read in one grouped query over the broadcast\'s emails.',
   request: { params: IdParam },
-  responses: { 200: ok('The broadcast.', BroadcastResponse), ...errorResponses(401, 403, 404, 429) },
+  responses: { 200: ok('The broadcast.', BroadcastResponse), ...errorResponses(401, 403, 404, 422, 429) },
 });
 const update = createRoute({
   ...base, method: 'patch', path: '/v1/broadcasts/{broadcast_id}', summary: 'Update a broadcast',
@@ -51,7 +51,7 @@ const remove = createRoute({
   ...base, method: 'delete', path: '/v1/broadcasts/{broadcast_id}', summary: 'Delete a broadcast',
   description: 'Only a `draft` or `scheduled` broadcast; otherwise 409 `broadcast_not_editable`.',
   request: { params: IdParam },
-  responses: { 204: { description: 'Deleted.' }, ...errorResponses(401, 403, 404, 409, 429) },
+  responses: { 204: { description: 'Deleted.' }, ...errorResponses(401, 403, 404, 409, 422, 429) },
 });
 const send = createRoute({
   ...base, method: 'post', path: '/v1/broadcasts/{broadcast_id}/send', summary: 'Send a broadcast',
@@ -64,13 +64,13 @@ const cancel = createRoute({
   ...base, method: 'post', path: '/v1/broadcasts/{broadcast_id}/cancel', summary: 'Cancel a broadcast',
   description: 'A `sending` broadcast stops (`canceled`; its copies not yet sent are canceled); a `scheduled` one goes back to `draft`.',
   request: { params: IdParam },
-  responses: { 200: ok('The broadcast.', BroadcastResponse), ...errorResponses(401, 403, 404, 409, 429) },
+  responses: { 200: ok('The broadcast.', BroadcastResponse), ...errorResponses(401, 403, 404, 409, 422, 429) },
 });
 const duplicate = createRoute({
   ...base, method: 'post', path: '/v1/broadcasts/{broadcast_id}/duplicate', summary: 'Duplicate a broadcast',
   description: 'A new `draft` with the same content, segment and topic.',
   request: { params: IdParam },
-  responses: { 201: ok('The copy.', BroadcastResponse), ...errorResponses(401, 403, 404, 429) },
+  responses: { 201: ok('The copy.', BroadcastResponse), ...errorResponses(401, 403, 404, 422, 429) },
 });
 const recipients = createRoute({
   ...base, method: 'get', path: '/v1/broadcasts/{broadcast_id}/recipients', summary: 'List a broadcast\'s recipients',
@@ -82,7 +82,7 @@ const links = createRoute({
   ...base, method: 'get', path: '/v1/broadcasts/{broadcast_id}/clicked-links', summary: 'A broadcast\'s clicked links',
   description: 'Each tracked link clicked in the broadcast\'s emails, with its clicks and unique clicks (by email).',
   request: { params: IdParam },
-  responses: { 200: ok('The links.', ClickedLinkList), ...errorResponses(401, 403, 404, 429) },
+  responses: { 200: ok('The links.', ClickedLinkList), ...errorResponses(401, 403, 404, 422, 429) },
 });
 
 const idOf = (c: Context<AppEnv>) => c.req.param('broadcast_id')!;
