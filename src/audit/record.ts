@@ -11,7 +11,8 @@ export const AUDIT_ACTIONS = [
   'template.created', 'template.updated', 'template.published', 'template.deleted',
   'suppression.added', 'suppression.removed',
   'provider.connected', 'provider.disconnected',
-  'member.invited', 'member.joined', 'member.role_changed', 'member.removed', 'member.signed_in',
+  'member.invited', 'member.invitation_withdrawn', 'member.joined', 'member.role_changed', 'member.removed', 'member.signed_in',
+  'sink.cleared',
   'reputation.settings_changed', 'reputation.paused', 'reputation.resumed',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
@@ -30,7 +31,8 @@ export const AUDIT_FIELDS = {
   template: ['name', 'alias', 'fields', 'version'],
   suppression: ['address', 'reason'],
   provider: ['provider', 'region', 'configuration_set', 'events_queue_url', 'sns_topic_arn', 'max_send_rate'],
-  member: ['email', 'role', 'method'],
+  member: ['email', 'role', 'method', 'replaced'],
+  sink: ['removed'],
   reputation: ['reason', 'paused', 'bounce_rate', 'complaint_rate', 'bounce_threshold', 'complaint_threshold'],
 } as const satisfies Record<string, readonly string[]>;
 export type AuditTargetType = keyof typeof AUDIT_FIELDS;
