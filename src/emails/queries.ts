@@ -5,7 +5,7 @@ import { recordEventsStatement, type EmailEvent } from '../events/record.ts';
 import { commitShared } from '../platform/shared-commit.ts';
 import type { DomainTracking } from '../interfaces.ts';
 import { withSubmittedBodies } from './submitted-bodies.ts';
-import { idFloor } from '../platform/ids.ts';
+import { idClockNow, idFloor } from '../platform/ids.ts';
 import { inEmailsDay, type EmailsTable } from './day-table.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
@@ -81,7 +81,7 @@ export async function listEmails(
   // makes five before it tries the generic one, per connection, each day (the bounds move daily).
   await sql.begin('read only', async (tx) => {
     await tx`set local plan_cache_mode = force_generic_plan`;
-    for (const window of pageWindows(Date.now())) {
+    for (const window of pageWindows(idClockNow())) {
       if (opts.startingAfter && window.low !== null && window.low >= opts.startingAfter) continue;
       const range = (column: ReturnType<Sql>) => sql`
         ${window.low === null ? sql`` : sql`and ${column} >= ${sql.unsafe(`'${window.low}'`)}`}
