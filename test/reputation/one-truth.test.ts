@@ -10,6 +10,7 @@ import { ingestSesRecord } from '../../src/events/ingest.ts';
 import { emailSendTask } from '../../src/emails/send.task.ts';
 import { pauseProjects } from '../../src/reputation/queries.ts';
 import { rebuildStats } from '../../src/stats/rebuild.ts';
+import { accountReadTask, REPUTATION_CHECK_CRON, reputationCheckTask } from '../../src/reputation/check.task.ts';
 import { createLogger } from '../../src/platform/log.ts';
 
 // Reputation counts are one truth (§22.9): the account's windows every project reads, a resume
@@ -142,4 +143,27 @@ test('an email another attempt holds while its project is paused keeps a job to 
   await task({ email_id: queued, project_id: t.projectId }, noHelpers);
   const none = await ctx.sql`select 1 from graphile_worker.jobs where key = ${queued}`;
   assert.equal(none.length, 0);
+});
+
+test('the minute\'s check reads each due account in a job of its own, keyed by the account, and never runs two sweeps at once', { timeout: 60_000 }, async () => {
+  assert.equal(REPUTATION_CHECK_CRON.options?.queueName, 'reputation__check', 'sweeps run one at a time');
+  assert.equal(REPUTATION_CHECK_CRON.options?.jobKey, 'reputation__check');
+  await ctx.sql`update ses_accounts set account_checked_at = now()`;
+  const x = await sesProject('read-x', 'AKIDREADX');
+  const y = await sesProject('read-y', 'AKIDREADY');
+  await sesProject('read-y2', 'AKIDREADY');
+  const accounts = await ctx.sql<{ id: string }[]>`
+    select distinct ses_account_id::text as id from provider_connections where project_id in ${ctx.sql([x.projectId, y.projectId])} order by 1`;
+  const deps = { config: ctx.config, sql: ctx.sql, log };
+  const check = reputationCheckTask(deps);
+  await check({}, noHelpers);
+  await check({}, noHelpers);
+  const jobs = await ctx.sql<{ key: string }[]>`
+    select key from graphile_worker.jobs where task_identifier = 'reputation__read_account' order by key`;
+  assert.deepEqual(jobs.map((j) => j.key), accounts.map((a) => `reputation__read_account:${a.id}`), 'one job per due account, however many ticks');
+  ses.account.enforcementStatus = 'HEALTHY';
+  await accountReadTask(deps)({ ses_account_id: accounts[0]!.id }, noHelpers);
+  const [read] = await ctx.sql`select enforcement_status, account_checked_at from ses_accounts where id = ${accounts[0]!.id}`;
+  assert.equal(read!.enforcementStatus, 'HEALTHY');
+  assert.ok(read!.accountCheckedAt);
 });
