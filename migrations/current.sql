@@ -77,14 +77,8 @@ alter table events add column if not exists reputation_n integer;
 alter table reputation_counts drop constraint if exists reputation_counts_metric_check;
 alter table reputation_counts add constraint reputation_counts_metric_check
   check (metric in ('sent', 'bounced', 'complained', 'bounced_late', 'complained_late'));
-
--- Events recorded before the columns existed have none: `stats rebuild` derives theirs from the
--- events and emails as before. This marks when the columns began to be written.
-create table if not exists mailroom_marks (
-  name text primary key,
-  at timestamptz not null default now()
-);
-insert into mailroom_marks (name) values ('events_reputation_columns') on conflict do nothing;
+-- Events without them (recorded before they existed, or loaded by hand): `stats rebuild` derives
+-- theirs from the events and emails as before.
 
 /*
  * The one reading of a project's reputation windows (§19.2); see migration 000030. The account

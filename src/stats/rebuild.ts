@@ -111,10 +111,11 @@ async function detachedEventTables(conn: ReservedSql): Promise<string[]> {
  * written. Only the attached events are read: a day detached for removal is older than
  * RETENTION_DAYS, past the 31 days kept.
  *
- * Events recorded before those columns existed (mailroom_marks) are derived as they were:
- * recipients of each `email.sent` of a project connected to SES (all it was addressed to: which
- * were suppressed is not kept), Permanent bounces and complaints per recipient named, `_late`
- * when about mail sent before the project's last resume and recorded after it.
+ * Events without those columns (recorded before they existed, or rows loaded by hand) are derived
+ * as they were: recipients of each `email.sent` of a project connected to SES (all it was
+ * addressed to: which were suppressed is not kept), Permanent bounces and complaints per
+ * recipient named, `_late` when about mail sent before the project's last resume and recorded
+ * after it.
  */
 function reputationTruth(conn: ReservedSql) {
   return conn`
@@ -136,7 +137,7 @@ function reputationTruth(conn: ReservedSql) {
         case when ev.type = 'email.sent' then cardinality(e.to_addresses) + cardinality(e.cc_addresses) + cardinality(e.bcc_addresses)
              else greatest(1, coalesce(jsonb_array_length(case when jsonb_typeof(ev.data->'to') = 'array' then ev.data->'to' end), 1)) end as n) m
       where ev.created_at > now() - interval '31 days'
-        and ev.created_at < coalesce((select at from mailroom_marks where name = 'events_reputation_columns'), '-infinity')
+        and ev.reputation_metric is null
         and (ev.type = 'email.sent' or ev.type = 'email.complained' or (ev.type = 'email.bounced' and ev.data->>'bounce_type' = 'permanent'))
     ) counted
     group by 1, 2, 3, 4`;

@@ -37,7 +37,12 @@ async function sesProject(name: string, accessKeyId: string) {
 async function sendMany(projectId: string, n: number) {
   for (let i = 0; i < n; i++) {
     const id = await insertEmail(ctx.sql, projectId, { to: [`u${i}-${projectId}@example.net`] }, false);
-    await task({ email_id: id, project_id: projectId }, noHelpers);
+    // On a busy machine the send slot may be too far ahead and the email go back to the queue: again.
+    await waitFor(`email ${i} sent`, async () => {
+      await task({ email_id: id, project_id: projectId }, noHelpers);
+      const [row] = await ctx.sql<[{ status: string }]>`select status from emails where id = ${id} and project_id = ${projectId}`;
+      return row.status === 'sent';
+    }, 30_000, 50);
   }
   const rows = await ctx.sql<{ providerMessageId: string; to: string[] }[]>`
     select provider_message_id, to_addresses as to from emails where project_id = ${projectId} and status = 'sent' order by id`;
