@@ -5,7 +5,7 @@ import { recordEventsStatement, type EmailEvent } from '../events/record.ts';
 import { commitShared } from '../platform/shared-commit.ts';
 import type { DomainTracking } from '../interfaces.ts';
 import { withSubmittedBodies } from './submitted-bodies.ts';
-import { idFloor } from '../platform/ids.ts';
+import { idClockNow, idFloor } from '../platform/ids.ts';
 import { inEmailsDay, type EmailsTable } from './day-table.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
@@ -83,7 +83,7 @@ export async function listEmails(
   // makes five before it tries the generic one, per connection, each day (the bounds move daily).
   await sql.begin('read only', async (tx) => {
     await tx`set local plan_cache_mode = force_generic_plan`;
-    for (const window of pageWindows(Date.now())) {
+    for (const window of pageWindows(idClockNow())) {
       if (opts.startingAfter && window.low !== null && window.low >= opts.startingAfter) continue;
       const range = (column: ReturnType<Sql>) => sql`
         ${window.low === null ? sql`` : sql`and ${column} >= ${sql.unsafe(`'${window.low}'`)}`}
@@ -405,18 +405,21 @@ export async function liveLeaseEnd(sql: Sql, projectId: string, emailId: string)
 
 /**
  * A scheduled email that fell due while its project is paused waits as `queued`, like the rest of
- * its held mail; the resume gives it its job again. True when the project is paused.
+ * its held mail; the resume gives it its job again. True when the project is paused and the email
+ * is held (`queued`, the resume's to release). An email another attempt holds (`sending`) is not:
+ * the resume releases only queued mail, so its job must still look again when that lease ends.
  */
 export async function holdIfPaused(sql: Sql, projectId: string, emailId: string): Promise<boolean> {
-  const [row] = await inEmailsDay(sql, emailId, (table) => sql<[{ paused: boolean }?]>`
+  const [row] = await inEmailsDay(sql, emailId, (table) => sql<[{ held: boolean }?]>`
     with paused as (select 1 from project_reputation where project_id = ${projectId} and paused_at is not null),
     held as (
       update ${sql(table)} set status = 'queued', updated_at = now()
       where id = ${emailId} and project_id = ${projectId} and status = 'scheduled' and scheduled_at <= now() + interval '1 second'
         and exists (select 1 from paused)
       returning id)
-    select exists (select 1 from paused) as paused`);
-  return row?.paused ?? false;
+    select exists (select 1 from paused) and (exists (select 1 from held) or exists (
+      select 1 from ${sql(table)} where id = ${emailId} and project_id = ${projectId} and status = 'queued')) as held`);
+  return row?.held ?? false;
 }
 
 /** The email's job again at `delayMs` from now, keyed by the email so it replaces a waiting one. */

@@ -17,6 +17,7 @@ import { hitsRecorded } from '../tracking/record.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
 import type { WorkerDeps } from '../interfaces.ts';
 import type { TaskList } from 'graphile-worker';
+import { startIdClock } from './id-clock.ts';
 
 export type Role = 'api' | 'worker' | 'all';
 
@@ -136,6 +137,8 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   }
 
   const sql = createSql(config.databaseUrl, { max: role === 'all' ? 20 : 10, appName: `mailroom-${role}` });
+  // Ids (and so the day partitions mail is filed under) follow the database's clock, not this host's.
+  const stopIdClock = await startIdClock(sql, log);
   if (config.migrateOnStart) await reencodeLegacySecrets(sql, config);
   const redis = config.redisUrl ? createRedis(config.redisUrl, log) : undefined;
   const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, log) : new MemoryRateLimiter();
@@ -200,7 +203,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
 
   // Bounded: after a connection error, postgres.js 3.4.9 keeps the failed query as the connection's
   // current one, and its end() waits for that query for good (porsager/postgres#1097, #1130).
-  steps.push(['redis', async () => { redis?.disconnect(); }], ['database', () => sql.end({ timeout: 5 })], ...finalSteps);
+  steps.push(['redis', async () => { redis?.disconnect(); }], ['database', async () => { stopIdClock(); await sql.end({ timeout: 5 }); }], ...finalSteps);
   const close = async () => {
     for (const [, step] of steps) await step().catch(() => {});
   };
