@@ -65,3 +65,7 @@ create table if not exists contact_topics (
   primary key (contact_id, topic_id)
 );
 create index if not exists contact_topics_by_topic on contact_topics (topic_id, subscription, contact_id);
+
+-- §22.1/§22.4: a received message over a parse budget, unreadable, or failing five times is
+-- stored from its notification's headers, marked so.
+alter table received_emails add column if not exists parse_failed boolean not null default false;

@@ -12,6 +12,10 @@ import { s3ObjectStore } from '../providers/s3.ts';
 
 const isReceived = (record: unknown) => (record as { notificationType?: unknown } | null)?.notificationType === 'Received';
 
+/** A received message that failed to parse or store this many times is stored from its notification (§22.4). */
+const POISON_RECEIVES = 5;
+const receives = (m: Message) => Number(m.Attributes?.ApproximateReceiveCount ?? 0);
+
 export type SqsPollOptions = {
   /** ReceiveMessage long-poll wait, 0 to 20 s. */
   waitTimeSeconds?: number;
@@ -84,8 +88,19 @@ async function handleBatch(deps: Deps, client: SQSClient, conn: ProviderConnecti
   // Received messages are independent and mostly wait on S3: a batch's are fetched and parsed
   // together, then stored in one transaction, so the batch costs one commit (and one webhook
   // flush job update) rather than one each. Sending events keep their order, one by one.
+  const store = () => s3ObjectStore(deps.config, conn);
+  // Its last failure logged, the message is stored from its notification with parse_failed, alone.
+  const poisoned = async (i: number, m: Message, err: unknown) => {
+    log.warn({ err: (err as Error).message, sqsMessageId: m.MessageId, receives: receives(m) }, 'received message failed too often; storing it from its notification');
+    try {
+      const p = await prepareReceived({ ...deps, log }, store, records[i], { parseFailed: true });
+      if (typeof p !== 'string') await storeReceived(deps.sql, p.targets, p.incoming);
+      done(i, m, typeof p === 'string' ? p : 'parse_failed');
+    } catch (again) {
+      failed(m, again);
+    }
+  };
   const receiving = (async () => {
-    const store = () => s3ObjectStore(deps.config, conn);
     const prepared = await Promise.all(messages.map(async (m, i) => {
       if (!isReceived(records[i])) return undefined;
       try {
@@ -93,7 +108,8 @@ async function handleBatch(deps: Deps, client: SQSClient, conn: ProviderConnecti
         if (typeof p === 'string') { done(i, m, p); return undefined; }
         return { i, m, p };
       } catch (err) {
-        failed(m, err);
+        if (receives(m) >= POISON_RECEIVES) await poisoned(i, m, err);
+        else failed(m, err);
         return undefined;
       }
     }));
@@ -111,7 +127,8 @@ async function handleBatch(deps: Deps, client: SQSClient, conn: ProviderConnecti
           await storeReceived(deps.sql, p.targets, p.incoming);
           done(i, m, 'stored');
         } catch (err) {
-          failed(m, err);
+          if (receives(m) >= POISON_RECEIVES) await poisoned(i, m, err);
+          else failed(m, err);
         }
       }
     }
@@ -153,7 +170,7 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
     while (!abort.signal.aborted) {
       try {
         const res = await client.send(
-          new ReceiveMessageCommand({ QueueUrl: conn.eventsQueueUrl!, MaxNumberOfMessages: 10, WaitTimeSeconds: opts.waitTimeSeconds }),
+          new ReceiveMessageCommand({ QueueUrl: conn.eventsQueueUrl!, MaxNumberOfMessages: 10, WaitTimeSeconds: opts.waitTimeSeconds, MessageSystemAttributeNames: ['ApproximateReceiveCount'] }),
           { abortSignal: abort.signal },
         );
         const ok = await handleBatch(deps, client, conn, res.Messages ?? [], log);
