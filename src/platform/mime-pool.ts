@@ -29,6 +29,8 @@ export type MimeBudget = {
 const DEFAULT_BUDGET: MimeBudget = { timeMs: 15_000, heapMb: 256, threads: 2 };
 /** An idle thread ends after this; the next message starts one again. */
 const IDLE_MS = 30_000;
+/** How much lower than the process's the threads' scheduling priority is (Linux: per thread). */
+const NICE_INCREMENT = 10;
 /** The most of a message handed to the thread at once, so a message held whole is not copied whole. */
 const CHUNK_BYTES = 1024 * 1024;
 
@@ -71,6 +73,8 @@ function thePool(): Promise<Piscina> {
     maxThreads: budget.threads,
     idleTimeout: IDLE_MS,
     concurrentTasksPerWorker: 1,
+    // Below the event loop's priority: on a busy host a parse waits for the CPU, /healthz and leases don't.
+    niceIncrement: NICE_INCREMENT,
     // Tasks talk over their own ports while they run; a thread blocked in Atomics.wait would not hear them.
     atomics: 'disabled',
     resourceLimits: { maxOldGenerationSizeMb: budget.heapMb, maxYoungGenerationSizeMb: 32 },
