@@ -71,7 +71,7 @@ test('a 10 MiB quoted-printable part relayed, then read with /v1 and /resend: /h
 test('the same 10 MiB quoted-printable message received: /healthz within 250 ms; over budget it is refused with 422 naming the budget', async () => {
   const beta = await ctx.tenant('beta');
   const { result: res, worst } = await whileProbing(url, 'QP 10 MiB received', async () => {
-    const r = await fetch(`${url}/v1/sink/inbound`, { method: 'POST', headers: { authorization: `Bearer ${beta.key}`, 'content-type': 'message/rfc822' }, body: qpText });
+    const r = await fetch(`${url}/v1/sink/inbound`, { method: 'POST', headers: { authorization: `Bearer ${beta.key}`, 'content-type': 'message/rfc822' }, body: new Uint8Array(qpText) });
     return { status: r.status, body: (await r.json()) as Record<string, any> };
   });
   assert.equal(res.status, 422, JSON.stringify(res.body).slice(0, 300));
