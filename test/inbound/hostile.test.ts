@@ -79,8 +79,8 @@ test('200,000 lines of `Op a` posted to /v1/sink/inbound: stored, /healthz withi
   const raw = opaMessage('support@opa.test');
   const { result, worst } = await whileProbing(url, 'Op a via POST /v1/sink/inbound', () => Promise.all([
     // Handed to the app in this process without a socket: the upload's own writes are not the API's work.
-    ctx.app.request('/v1/sink/inbound', { method: 'POST', headers: { authorization: `Bearer ${t.key}`, 'content-type': 'message/rfc822' }, body: new Uint8Array(raw) })
-      .then(async (r) => ({ status: r.status, body: (await r.json()) as Record<string, unknown> })),
+    Promise.resolve(ctx.app.request('/v1/sink/inbound', { method: 'POST', headers: { authorization: `Bearer ${t.key}`, 'content-type': 'message/rfc822' }, body: new Uint8Array(raw) }))
+      .then(async (r: Response) => ({ status: r.status, body: (await r.json()) as Record<string, unknown> })),
     otherProjectSends(),
   ]));
   const [posted] = result;
