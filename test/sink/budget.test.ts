@@ -46,7 +46,7 @@ test('an ordinary message after one over budget is caught: the stopped thread wa
   assert.equal(reply.code, 250, reply.text);
   const id = caughtId(reply.text);
   const [row] = await ctx.sql`select subject, text from sink_messages where id = ${id} and project_id = ${projectId}`;
-  assert.deepEqual({ ...row }, { subject: 'fine', text: 'Hello.\n' });
+  assert.deepEqual({ ...row }, { subject: 'fine', text: 'Hello.\n\n' });
 });
 
 test('a budget an ordinary message cannot meet refuses it the same way', async () => {
