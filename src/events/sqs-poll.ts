@@ -85,9 +85,6 @@ async function handleBatch(deps: Deps, client: SQSClient, conn: ProviderConnecti
     return unwrapSesRecord(body);
   });
 
-  // Received messages are independent and mostly wait on S3: a batch's are fetched and parsed
-  // together, then stored in one transaction, so the batch costs one commit (and one webhook
-  // flush job update) rather than one each. Sending events keep their order, one by one.
   const store = () => s3ObjectStore(deps.config, conn);
   // Its last failure logged, the message is stored from its notification with parse_failed, alone.
   const poisoned = async (i: number, m: Message, err: unknown) => {
@@ -100,6 +97,9 @@ async function handleBatch(deps: Deps, client: SQSClient, conn: ProviderConnecti
       failed(m, again);
     }
   };
+  // Received messages are independent and mostly wait on S3: a batch's are fetched and parsed
+  // together, then stored in one transaction, so the batch costs one commit (and one webhook
+  // flush job update) rather than one each. Sending events keep their order, one by one.
   const receiving = (async () => {
     const prepared = await Promise.all(messages.map(async (m, i) => {
       if (!isReceived(records[i])) return undefined;
