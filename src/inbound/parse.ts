@@ -39,7 +39,7 @@ export async function parseReceived(source: Readable, newAttachmentId: () => str
   const { reading, size } = await readReceived(source, maxBytes);
   return {
     ...reading,
-    strippedText: await stripped(reading.text),
+    strippedText: reading.strippedText !== undefined ? reading.strippedText : await stripped(reading.text),
     attachments: reading.attachments.map((a) => ({ ...a, id: newAttachmentId() })),
     size,
   };

@@ -45,6 +45,8 @@ export type ReceivedReading = {
   attachments: { index: number; filename: string | null; size: number; content_type: string; content_id: string | null; content_disposition: string | null }[];
   isAutoReply: boolean;
   isBounce: boolean;
+  /** The reply stripped here when the text is short (its cost bounded); else undefined, stripped as a task of its own. */
+  strippedText?: string | null;
 };
 
 export type MimeTask =
@@ -70,6 +72,9 @@ export type PortMessage =
 const MAX_HEADER_LINES = 1000;
 /** The bodies kept; past these a body is cut, so one message's text cannot take the thread's memory. */
 const MAX_BODY_CHARS = 8 * 1024 * 1024;
+
+/** Texts up to this long are stripped with the parse: the reply parser's worst case on them is well inside the budget. */
+const STRIP_INLINE_CHARS = 64 * 1024;
 
 /** Bodies are kept as sent: no text made up from HTML, no cid: links rewritten. */
 const AS_SENT = { skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, keepCidLinks: true, checksumAlgo: false } as const;
@@ -169,6 +174,7 @@ async function received(port: MessagePort): Promise<ReceivedReading> {
     attachments,
     isAutoReply: autoReply(headers),
     isBounce: bounce(headers, from),
+    ...(text === null ? { strippedText: null } : (text as string).length <= STRIP_INLINE_CHARS ? { strippedText: stripReply(text) } : {}),
   };
 }
 
