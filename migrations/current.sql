@@ -255,3 +255,6 @@ begin
   order by s.scope desc, w.name;
 end
 $$;
+-- §22.1/§22.4: a received message over a parse budget, unreadable, or failing five times is
+-- stored from its notification's headers, marked so.
+alter table received_emails add column if not exists parse_failed boolean not null default false;

@@ -12,6 +12,10 @@ import { GroupCommit } from '../platform/group-commit.ts';
 import { s3ObjectStore } from '../providers/s3.ts';
 import { AWS_DEADLINES, awsRequestHandler, type AwsDeadlines } from '../providers/aws-http.ts';
 
+/** A received message that failed to fetch, parse or store this many times is stored from its notification (§22.4). */
+const POISON_RECEIVES = 5;
+const receives = (m: Message) => Number(m.Attributes?.ApproximateReceiveCount ?? 0);
+
 const isReceived = (record: unknown) => (record as { notificationType?: unknown } | null)?.notificationType === 'Received';
 
 export type SqsPollOptions = {
@@ -115,8 +119,20 @@ async function handleReceived(
     return true;
   } catch (err) {
     parsed();
-    log.warn({ err: (err as Error).message, sqsMessageId: m.MessageId }, 'received message not stored; the message stays queued');
-    return false;
+    if (receives(m) < POISON_RECEIVES) {
+      log.warn({ err: (err as Error).message, sqsMessageId: m.MessageId }, 'received message not stored; the message stays queued');
+      return false;
+    }
+    // Its last failure logged, the message is stored from its notification with parse_failed.
+    log.warn({ err: (err as Error).message, sqsMessageId: m.MessageId, receives: receives(m) }, 'received message failed too often; storing it from its notification');
+    try {
+      const p = await prepareReceived({ ...deps, log }, source, record, { parseFailed: true });
+      if (typeof p !== 'string') await storeReceived(deps.sql, p.targets, p.incoming);
+      return true;
+    } catch (again) {
+      log.warn({ err: (again as Error).message, sqsMessageId: m.MessageId }, 'received message not stored from its notification either; the message stays queued');
+      return false;
+    }
   }
 }
 
@@ -216,7 +232,7 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
       if (abort.signal.aborted) break;
       try {
         const res = await client.send(
-          new ReceiveMessageCommand({ QueueUrl: conn.eventsQueueUrl!, MaxNumberOfMessages: 10, WaitTimeSeconds: opts.waitTimeSeconds }),
+          new ReceiveMessageCommand({ QueueUrl: conn.eventsQueueUrl!, MaxNumberOfMessages: 10, WaitTimeSeconds: opts.waitTimeSeconds, MessageSystemAttributeNames: ['ApproximateReceiveCount'] }),
           // SQS holds a long poll open for its wait before it answers.
           { abortSignal: abort.signal, requestTimeout: opts.waitTimeSeconds * 1000 + AWS_DEADLINES.sqs.headersMs },
         );

@@ -3,6 +3,8 @@ import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import { newId } from '../platform/ids.ts';
+import { isMimeRefusal } from '../platform/mime-pool.ts';
+import { recordInboundParseFailed } from '../platform/metrics.ts';
 import type { ObjectStore } from '../providers/s3.ts';
 import { ReceivedNotification, parsedFromNotification, verdictsOf } from './notification.ts';
 import { parseReceived, type ParsedReceived } from './parse.ts';
@@ -45,9 +47,34 @@ async function targetsFor(sql: Sql, source: ReceivedSource, n: ReceivedNotificat
 /**
  * The message as the notification's action left it: fetched from S3 as a stream, or decoded
  * from the SNS `content`. Past `INBOUND_MAX_MESSAGE_BYTES` nothing more is read, and the message
- * is stored from the notification's headers (`content_too_large`).
+ * is stored from the notification's headers (`content_too_large`); so is one over a parse budget
+ * or that the parser refuses (`parse_failed`, §22.1): trying it again would fail the same way.
  */
-async function contentOf(config: Config, store: () => ObjectStore, n: ReceivedNotification) {
+async function contentOf(config: Config, store: () => ObjectStore, n: ReceivedNotification, log: Logger) {
+  try {
+    return await fetchAndParse(config, store, n);
+  } catch (err) {
+    if (!isMimeRefusal(err)) throw err;
+    log.warn({ sesMessageId: n.mail.messageId, err: err.message }, 'received message not parsed; stored from its notification');
+    return parseFailed(n, 'refused');
+  }
+}
+
+/** A message stored from its notification alone (§22.1, §22.4): its bytes stay in the bucket, unparsed. */
+export function parseFailed(n: ReceivedNotification, reason: 'refused' | 'poison') {
+  recordInboundParseFailed(reason);
+  const action = n.receipt.action;
+  return {
+    parsed: parsedFromNotification(n),
+    raw: null,
+    rawSize: null,
+    contentTooLarge: false,
+    parseFailed: true,
+    s3: action.type === 'S3' ? { bucket: action.bucketName, key: action.objectKey } : null,
+  };
+}
+
+async function fetchAndParse(config: Config, store: () => ObjectStore, n: ReceivedNotification) {
   const max = config.inboundMaxMessageBytes;
   const tooLarge = (size: number | null) => ({ parsed: parsedFromNotification(n), raw: null, rawSize: size, contentTooLarge: true });
   const action = n.receipt.action;
@@ -76,9 +103,10 @@ export type PreparedReceived = { targets: Target[]; incoming: Incoming };
  * message left out, so a redelivery fetches nothing), and the message fetched and parsed. Answers
  * an outcome instead when there is nothing to store; a notification no project of the source
  * set up is dropped with one warning. Throws when the message could not be had, so the queue
- * message stays and comes back.
+ * message stays and comes back. With `parseFailed` the message is not fetched: it is stored from
+ * the notification (§22.4).
  */
-export async function prepareReceived(deps: { config: Config; sql: Sql; log: Logger }, source: ReceivedSource, record: unknown): Promise<PreparedReceived | ReceivedOutcome> {
+export async function prepareReceived(deps: { config: Config; sql: Sql; log: Logger }, source: ReceivedSource, record: unknown, opts: { parseFailed?: boolean } = {}): Promise<PreparedReceived | ReceivedOutcome> {
   const parsed = ReceivedNotification.safeParse(record);
   if (!parsed.success) {
     deps.log.warn({ issue: parsed.error.issues[0]?.message }, 'Received notification not understood; dropped');
@@ -103,7 +131,8 @@ export async function prepareReceived(deps: { config: Config; sql: Sql; log: Log
   }
   const targets = all.filter((t) => !t.holding);
   if (!targets.length) return 'duplicate';
-  const content = await contentOf(deps.config, source.store, n);
+  // Poison (§22.4): a message that failed too often is stored from its notification, not fetched again.
+  const content = opts.parseFailed ? parseFailed(n, 'poison') : await contentOf(deps.config, source.store, n, deps.log);
   return { targets: targets.map(({ projectId, receivedFor }) => ({ projectId, receivedFor })), incoming: { sesMessageId: n.mail.messageId, verdicts: verdictsOf(n.receipt), ...content } };
 }
 

@@ -30,6 +30,7 @@ export type ReceivedRow = {
   inReplyToEmailId: string | null;
   threadId: string;
   contentTooLarge: boolean;
+  parseFailed: boolean;
   bodyPurged: boolean;
   createdAt: Date;
 };
@@ -40,7 +41,7 @@ const COLUMNS = (sql: Sql | TxSql) => sql`
   id, project_id, ses_message_id, from_address, to_addresses, cc_addresses, reply_to_addresses, received_for, subject,
   message_id_header, in_reply_to, "references", html, text, stripped_text, headers, attachments, raw is not null as has_raw,
   s3_bucket, s3_key, raw_size, verdicts, is_auto_reply, is_bounce, in_reply_to_email_id, thread_id, content_too_large,
-  body_purged, created_at`;
+  parse_failed, body_purged, created_at`;
 
 /**
  * The receiving domains among the given ones (lower-cased) of projects connected to one of the
@@ -65,11 +66,11 @@ export async function insertReceived(tx: TxSql, r: NewReceived): Promise<Date | 
   const [row] = await tx<[{ createdAt: Date }?]>`
     insert into received_emails (id, project_id, ses_message_id, from_address, to_addresses, cc_addresses, reply_to_addresses,
       received_for, subject, message_id_header, in_reply_to, "references", html, text, stripped_text, headers, attachments,
-      raw, s3_bucket, s3_key, raw_size, verdicts, is_auto_reply, is_bounce, in_reply_to_email_id, thread_id, content_too_large)
+      raw, s3_bucket, s3_key, raw_size, verdicts, is_auto_reply, is_bounce, in_reply_to_email_id, thread_id, content_too_large, parse_failed)
     values (${r.id}, ${r.projectId}, ${r.sesMessageId}, ${r.fromAddress}, ${r.toAddresses}, ${r.ccAddresses}, ${r.replyToAddresses},
       ${r.receivedFor}, ${r.subject}, ${r.messageIdHeader}, ${r.inReplyTo}, ${r.references}, ${r.html}, ${r.text}, ${r.strippedText},
       ${tx.json(r.headers)}, ${tx.json(r.attachments as never)}, ${r.raw}, ${r.s3Bucket}, ${r.s3Key}, ${r.rawSize},
-      ${tx.json(r.verdicts)}, ${r.isAutoReply}, ${r.isBounce}, ${r.inReplyToEmailId}, ${r.threadId}, ${r.contentTooLarge})
+      ${tx.json(r.verdicts)}, ${r.isAutoReply}, ${r.isBounce}, ${r.inReplyToEmailId}, ${r.threadId}, ${r.contentTooLarge}, ${r.parseFailed})
     on conflict (project_id, ses_message_id) do nothing
     returning created_at`;
   return row?.createdAt;
