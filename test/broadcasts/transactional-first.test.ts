@@ -34,8 +34,10 @@ test('transactional mail accepted behind a queued broadcast page reaches the pro
   }, 150_000, 200);
   const order = await ctx.sql<{ id: string }[]>`select id from emails where project_id = ${projectId} order by sent_at, id`;
   const positions = transactional.map((t) => order.findIndex((o) => o.id === t));
-  // Claims go by priority: only sends already taken when the worker started (its concurrency) can be ahead.
-  assert.ok(positions.every((p) => p >= 0 && p < 4 + 3), `transactional sent first (positions ${positions})`);
+  // Claims go by priority: only sends already taken when the worker started (its concurrency) can
+  // be claimed ahead, and sends claimed beside a transactional one may finish before it (one more
+  // round of the concurrency). Without priority they would come after the 500 queued before them.
+  assert.ok(positions.every((p) => p >= 0 && p < 2 * 4 + 3), `transactional sent first (positions ${positions})`);
   const [total] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from emails where broadcast_id = ${id} and status = 'sent'`;
   assert.equal(total.n, 600);
 });
