@@ -16,6 +16,7 @@ import { registerReceivedRoutes } from './routes/received.tsx';
 import { registerOverviewRoutes } from './routes/overview.tsx';
 import { registerSuppressionRoutes } from './routes/suppressions.tsx';
 import { registerTemplateRoutes } from './routes/templates.tsx';
+import { registerContactRoutes } from './routes/contacts.tsx';
 import { registerAssetRoutes } from './routes/assets.ts';
 import { registerAuditRoutes } from './routes/audit.tsx';
 import { currentSession } from './session.ts';
@@ -24,7 +25,7 @@ import { registerTeamRoutes } from './routes/team.tsx';
 import { registerInvitationRoutes } from './routes/invitations.tsx';
 import { registerOidcRoutes } from './routes/oidc.tsx';
 import { readBoundedBody } from '../src/http/body.ts';
-import { ApiError } from '../src/http/errors.ts';
+import { ApiError, ValidationError } from '../src/http/errors.ts';
 import { actingAs } from '../src/audit/actor.ts';
 import { auditIp } from '../src/http/auth.ts';
 import { clientIp } from '../src/http/client-ip.ts';
@@ -126,6 +127,7 @@ export function createDashboard() {
   registerReceivedRoutes(app);
   registerSuppressionRoutes(app);
   registerTemplateRoutes(app);
+  registerContactRoutes(app);
   registerWebhookRoutes(app);
   registerDomainRoutes(app);
   registerKeyRoutes(app);
@@ -137,6 +139,10 @@ export function createDashboard() {
       if (err.code === 'not_found') return errorPage(c, 404, 'Not found', err.message);
       return errorPage(c, err.code === 'conflict' ? 409 : 422, 'Could not do that', err.message);
     }
+    // The API's services (contacts, topics, segments) speak in ApiError and ValidationError.
+    if (err instanceof ApiError && err.type === 'not_found') return errorPage(c, 404, 'Not found', err.message);
+    if (err instanceof ApiError && err.status === 409) return errorPage(c, 409, 'Could not do that', err.message);
+    if (err instanceof ValidationError) return errorPage(c, 422, 'Could not do that', err.message);
     c.var.deps.log.error({ err, requestId: c.var.requestId, path: c.req.path }, 'dashboard error');
     return c.html('<!doctype html><title>Error</title><p>Something went wrong. The error was logged.</p>', 500);
   });

@@ -7,6 +7,9 @@ import { newId } from '../../src/platform/ids.ts';
 import { createEndpoint } from '../../src/webhooks/service.ts';
 import { createTemplate } from '../../src/templates/service.ts';
 import { createInvitation } from '../../src/members/invitations.ts';
+import { createContact } from '../../src/contacts/service.ts';
+import { createSegment } from '../../src/segments/service.ts';
+import { createTopic } from '../../src/topics/service.ts';
 import { createTestContext } from '../helpers/app.ts';
 import { memberSession } from './client.ts';
 
@@ -20,12 +23,16 @@ const ctx = await createTestContext({ env: { NODE_ENV: 'development' } });
 const { projectId, keyId } = await ctx.tenant('roles');
 const { endpoint } = await createEndpoint(ctx.sql, ctx.config, projectId, 'http://127.0.0.1:9/in');
 const template = await createTemplate(ctx.sql, projectId, { name: 'Welcome', html: '<p>Hi</p>' });
+const segment = await createSegment(ctx.sql, projectId, { name: 'Customers' });
+const topic = await createTopic(ctx.sql, projectId, { name: 'News', default_subscription: 'opt_in' });
+const contact = await createContact(ctx.sql, projectId, { email: 'ann@example.com', segment_ids: [segment.id] });
 const sessions = Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await memberSession(ctx, r)] as const))) as Record<Role, Awaited<ReturnType<typeof memberSession>>>;
 const target = await memberSession(ctx, 'developer', 'target@example.com');
 const invitation = await createInvitation(ctx.sql, { email: 'invited@example.com', role: 'developer', invitedBy: null, baseUrl: 'http://x' });
 
 const PARAMS: Record<string, string> = {
   projectId, keyId, endpointId: endpoint.id, templateId: template.id, memberId: target.id, invitationId: invitation.id,
+  contactId: contact.id, segmentId: segment.id, topicId: topic.id,
   domainId: newId('domain'), deliveryId: newId('delivery'), emailId: newId('email'), messageId: newId('sinkMessage'),
 };
 
@@ -43,6 +50,14 @@ const FIELDS: Record<string, Record<string, string>> = {
   '/projects/:projectId/domains': { domain: 'mail.example.com' },
   '/projects/:projectId/domains/:domainId/tracking': { open_tracking: 'on' },
   '/projects/:projectId/keys': { name: 'stolen' },
+  '/projects/:projectId/contacts': { email: 'new@example.com' },
+  '/projects/:projectId/contacts/:contactId': { first_name: 'Renamed', unsubscribed: 'on' },
+  '/projects/:projectId/contacts/:contactId/segments': { segment_id: 'x' },
+  '/projects/:projectId/contacts/:contactId/topics': { 'topic.x': 'opt_out' },
+  '/projects/:projectId/topics': { name: 'Other', default_subscription: 'opt_out' },
+  '/projects/:projectId/topics/:topicId': { name: 'Renamed' },
+  '/projects/:projectId/segments': { name: 'Other' },
+  '/projects/:projectId/segments/:segmentId': { name: 'Renamed' },
 };
 
 const url = (path: string) => `/dashboard${path === '/' ? '' : path}`.replace(/:(\w+)/g, (_, name: string) => PARAMS[name]!);
