@@ -11,13 +11,14 @@ import { scale } from './scale.ts';
 import { track } from './track.ts';
 import { reputation } from './reputation.ts';
 import { inbound } from './inbound.ts';
+import { contactsImport } from './contacts-import.ts';
 import { freePort, freshDatabase, killChildren, MissingTool, redisAnswers, ROOT, round, SECRET_KEY, spawnService, waitUntil, type BenchContext, type BenchResult, type Service } from './support.ts';
 
 /**
- * `npm run bench [-- accept accept-sustained drain fanout sink relay track inbound scale reputation]`: each benchmark in its
+ * `npm run bench [-- accept accept-sustained drain fanout sink relay track inbound scale reputation contacts-import]`: each benchmark in its
  * own fresh database, one after another, one JSON line each on stdout. Progress goes to stderr.
  */
-const BENCHES: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { accept, 'accept-sustained': acceptSustained, drain, fanout, sink, relay, track, inbound, scale, reputation };
+const BENCHES: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { accept, 'accept-sustained': acceptSustained, drain, fanout, sink, relay, track, inbound, scale, reputation, 'contacts-import': contactsImport };
 /** Run only when named: `scale` and `reputation` load a million emails, `scale` for a quarter of an hour. */
 const ON_REQUEST = new Set(['scale', 'reputation']);
 

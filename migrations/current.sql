@@ -72,3 +72,45 @@ alter table events add constraint events_type_check check (type = any (array['em
   'email.delivery_delayed', 'email.bounced', 'email.complained', 'email.failed', 'email.opened', 'email.clicked', 'email.received',
   'project.reputation_warning', 'project.sending_paused', 'project.sending_resumed', 'account.enforcement_changed',
   'contact.created', 'contact.updated', 'contact.deleted', 'contact.topics.updated']));
+-- Contact imports (CONTRACT §23.2). A long job is a row with a cursor: `bytes_done` is the offset
+-- of the next unread CSV record and `lines_done` the line it ended on, advanced in the same
+-- transaction as the contacts a batch wrote, so a worker that dies resumes without counting twice.
+create table if not exists contact_imports (
+  id text primary key,
+  project_id text not null references projects(id) on delete cascade,
+  status text not null default 'queued' check (status in ('queued', 'in_progress', 'completed', 'failed')),
+  on_conflict text not null check (on_conflict in ('upsert', 'skip')),
+  -- The header's columns, and the plan resolved from column_map at upload: {field: index},
+  -- properties {key: {index, type}}.
+  header text[] not null,
+  plan jsonb not null,
+  segment_ids text[] not null default '{}',
+  topics jsonb not null default '[]',
+  bytes_total bigint not null,
+  bytes_done bigint not null,
+  lines_done bigint not null default 1,
+  total integer not null default 0,
+  created integer not null default 0,
+  updated integer not null default 0,
+  skipped integer not null default 0,
+  failed integer not null default 0,
+  errors jsonb not null default '[]',
+  failure_reason text,
+  created_at timestamptz not null default now(),
+  started_at timestamptz,
+  completed_at timestamptz
+);
+create index if not exists contact_imports_by_project on contact_imports (project_id, id);
+
+-- The uploaded CSV, in pieces of about 1 MiB, kept until the import ends: the API streams the
+-- upload in and the worker streams it out, neither holding the file.
+create table if not exists contact_import_chunks (
+  import_id text not null references contact_imports(id) on delete cascade deferrable initially deferred,
+  project_id text not null references projects(id) on delete cascade,
+  seq integer not null,
+  start_byte bigint not null,
+  data bytea not null,
+  primary key (import_id, seq)
+);
+-- CSV compresses, but pglz on every megabyte costs the upload more than the disk it saves.
+alter table contact_import_chunks alter column data set storage external;

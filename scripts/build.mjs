@@ -25,8 +25,8 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.join(ROOT, 'dist');
 const BUILDS = path.join(DIST, '.b');
 const ENTRIES = ['main', 'api', 'worker', 'cli'];
-// Started by path from inside the build (src/templates/threads.ts), never through a stub.
-const THREADS = ['template-thread'];
+// Started by path from inside the build (src/templates/threads.ts, src/contacts/imports/thread.ts), never through a stub.
+const THREADS = ['template-thread', 'contacts-import-thread'];
 const OPTIONS = {
   entryPoints: [...ENTRIES, ...THREADS].map((e) => path.join(ROOT, 'src', `${e}.ts`)),
   bundle: true,

@@ -19,6 +19,7 @@ import { AUDIT_COMMANDS } from './audit/commands.ts';
 import { REPUTATION_COMMANDS } from './reputation/commands.ts';
 import { registerOwner, SignupError } from '../dashboard/owner.ts';
 import { MEMBER_COMMANDS } from './members/commands.ts';
+import { CONTACT_IMPORT_COMMANDS } from './contacts/imports/commands.ts';
 
 export type CommandContext = { config: Config; sql: () => Sql };
 type Options = Record<string, { type: 'string' | 'boolean' }>;
@@ -219,6 +220,7 @@ export const COMMANDS: Record<string, Command> = {
   ...AUDIT_COMMANDS,
   ...MEMBER_COMMANDS,
   ...REPUTATION_COMMANDS,
+  ...CONTACT_IMPORT_COMMANDS,
 };
 
 /** Finds the longest command name the arguments start with, and parses the rest. */

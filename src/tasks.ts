@@ -16,10 +16,12 @@ import { closeSinkTransports } from './providers/sink-transport.ts';
 import { webhookDeliverTask } from './webhooks/deliver.task.ts';
 import { webhookFlushTask } from './webhooks/flush.task.ts';
 import { REPUTATION_CHECK_CRON, reputationCheckTask } from './reputation/check.task.ts';
+import { contactsImportRunTask } from './contacts/imports/run.task.ts';
 
 /** Every graphile-worker task, named `noun__verb`, one file each in its capability folder. */
 export function buildTaskList(deps: WorkerDeps): TaskList {
   return {
+    contacts_import__run: contactsImportRunTask(deps),
     domain__check: domainCheckTask(deps),
     domain__recheck: domainRecheckTask(deps),
     // Tracking rewrites the HTML at send time; handed in here so sending never imports tracking.

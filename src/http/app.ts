@@ -35,6 +35,8 @@ import { registerContactPropertyRoutes } from '../contacts/property-routes.ts';
 import { registerSegmentRoutes } from '../segments/routes.ts';
 import { registerTopicRoutes } from '../topics/routes.ts';
 import { registerResendContactRoutes } from '../contacts/resend-routes.ts';
+import { registerContactImportRoutes } from '../contacts/imports/routes.ts';
+import { registerResendContactImportRoutes } from '../contacts/imports/resend-routes.ts';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
 export function createApp(deps: AppDeps) {
@@ -96,6 +98,8 @@ export function createApp(deps: AppDeps) {
   app.use('/v1/*', async (c, next) => (c.req.path === '/v1/events/ses' ? next() : auth(c, next)));
   // Resend's API, for applications switching with only RESEND_BASE_URL; not in the schema.
   app.route('/resend', createResendApp(auth, (resend) => {
+    // Before any `/contacts/:id` route, so `imports` is never read as a contact.
+    registerResendContactImportRoutes(resend);
     registerResendTemplateRoutes(resend);
     registerResendReceivingRoutes(resend);
     registerResendContactRoutes(resend);
@@ -113,6 +117,8 @@ export function createApp(deps: AppDeps) {
   registerAuditRoutes(app);
   registerReputationRoutes(app);
   registerTemplateRoutes(app);
+  // Before the contacts routes, so `/v1/contacts/imports` is never read as a contact's id or address.
+  registerContactImportRoutes(app);
   registerContactRoutes(app);
   registerContactPropertyRoutes(app);
   registerSegmentRoutes(app);

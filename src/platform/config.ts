@@ -71,6 +71,8 @@ const schema = z.object({
   SINK_MAX_MESSAGES: intIn(1, 10_000_000).default(5000),
   SINK_MAX_BYTES: intIn(1024 * 1024, Number.MAX_SAFE_INTEGER).default(256 * 1024 * 1024),
   WORKER_CONCURRENCY: intIn(1, 1000).default(8),
+  // A contact import's CSV (§23.2), streamed into the database, never held whole.
+  CONTACT_IMPORT_MAX_BYTES: intIn(1024, Number.MAX_SAFE_INTEGER).default(512 * 1024 * 1024),
   // Above the 30 days scheduled_at may reach ahead, so no email is removed before its time came;
   // bodies may go sooner, since the purge skips unsent mail (§18.5).
   RETENTION_DAYS: intIn(31, 36_500).default(90),
@@ -196,6 +198,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, defaults: Confi
     sinkMaxMessages: e.SINK_MAX_MESSAGES,
     sinkMaxBytes: e.SINK_MAX_BYTES,
     workerConcurrency: e.WORKER_CONCURRENCY,
+    contactImportMaxBytes: e.CONTACT_IMPORT_MAX_BYTES,
     retentionDays: e.RETENTION_DAYS,
     bodyRetentionDays: e.BODY_RETENTION_DAYS,
     auditRetentionDays: e.AUDIT_RETENTION_DAYS,
