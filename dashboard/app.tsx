@@ -1,7 +1,7 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import { getProject } from '../src/projects/service.ts';
 import { ServiceError } from '../src/platform/errors.ts';
-import { csrfValid, provideCsrf } from './csrf.ts';
+import { csrfValid, csrfValidInQuery, provideCsrf } from './csrf.ts';
 import { BASE, type DashEnv } from './env.ts';
 import { errorPage } from './render.tsx';
 import { isWellFormedId } from '../src/platform/ids.ts';
@@ -17,6 +17,7 @@ import { registerOverviewRoutes } from './routes/overview.tsx';
 import { registerSuppressionRoutes } from './routes/suppressions.tsx';
 import { registerTemplateRoutes } from './routes/templates.tsx';
 import { registerContactRoutes } from './routes/contacts.tsx';
+import { registerImportRoutes, STREAMED_UPLOAD } from './routes/imports.tsx';
 import { registerAssetRoutes } from './routes/assets.ts';
 import { registerAuditRoutes } from './routes/audit.tsx';
 import { currentSession } from './session.ts';
@@ -60,6 +61,8 @@ export const DASHBOARD_MAX_BODY_BYTES = 64 * 1024;
  */
 const boundedBody: MiddlewareHandler<DashEnv> = async (c, next) => {
   if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
+  // A contact import's CSV is streamed by its own bounded reader (CONTACT_IMPORT_MAX_BYTES), after the checks.
+  if (c.req.method === 'POST' && STREAMED_UPLOAD.test(c.req.path)) return next();
   let bytes: Buffer;
   try {
     bytes = await readBoundedBody(c, DASHBOARD_MAX_BODY_BYTES);
@@ -81,7 +84,8 @@ const loadSession: MiddlewareHandler<DashEnv> = async (c, next) => {
 };
 
 const checkCsrf: MiddlewareHandler<DashEnv> = async (c, next) => {
-  if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && !(await csrfValid(c))) {
+  const streamed = c.req.method === 'POST' && STREAMED_UPLOAD.test(c.req.path);
+  if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && !(streamed ? csrfValidInQuery(c) : await csrfValid(c))) {
     return errorPage(c, 403, 'Forbidden', 'The form was stale or did not come from this dashboard. Reload the page and try again.');
   }
   await next();
@@ -128,6 +132,7 @@ export function createDashboard() {
   registerSuppressionRoutes(app);
   registerTemplateRoutes(app);
   registerContactRoutes(app);
+  registerImportRoutes(app);
   registerWebhookRoutes(app);
   registerDomainRoutes(app);
   registerKeyRoutes(app);

@@ -22,8 +22,6 @@ export function ContactsPage(props: Base & {
   segmentId?: string;
   error?: string;
   typed?: ContactsTyped;
-  /** Where the import form posts, when imports are available. */
-  importAction?: string;
   children?: Child;
 }) {
   const p0 = `${BASE}/projects/${props.project.id}`;

@@ -14,11 +14,14 @@ import { BASE, type DashEnv } from '../env.ts';
 import { ContactPage, ContactsPage, SegmentsPage, TopicsPage, type ContactsTyped } from '../pages/contacts.tsx';
 import { base, errorPage, field, render } from '../render.tsx';
 import { urlId } from '../params.ts';
+import { listImports } from '../../src/contacts/imports/queries.ts';
+import { ImportForm } from '../pages/imports.tsx';
 
 export const CONTACTS_PER_PAGE = 50;
 export const SEGMENTS_PER_PAGE = 100;
 /** Segments offered in a page's pickers (the contacts filter, a contact's "add to segment"). */
 const SEGMENT_CHOICES = 500;
+const RECENT_IMPORTS = 5;
 /** A segment's member count stops here: the count is one bounded index range, whatever its size. */
 export const SEGMENT_COUNT_CAP = 10_000;
 
@@ -41,7 +44,7 @@ async function segmentChoices(c: Context<DashEnv>) {
  * The contacts list: newest first, paged by id, one address looked up (exact, any case) and
  * narrowed to a segment. `extra` is what a refused add-contact form left to say.
  */
-export async function showContacts(c: Context<DashEnv>, extra: { error?: string; typed?: ContactsTyped; status?: 200 | 409 | 422 } = {}) {
+export async function showContacts(c: Context<DashEnv>, extra: { error?: string; importError?: string; typed?: ContactsTyped; status?: 200 | 409 | 422 } = {}) {
   const { sql } = c.var.deps;
   const projectId = c.var.project.id;
   const get = c.req.method === 'GET';
@@ -50,14 +53,18 @@ export async function showContacts(c: Context<DashEnv>, extra: { error?: string;
   const after = get ? c.req.query('after') || undefined : undefined;
   if (after !== undefined && !isWellFormedId('contact', after)) return errorPage(c, 404, 'Not found', 'That page of contacts does not exist.');
   if (segmentId !== undefined && !isWellFormedId('segment', segmentId)) return errorPage(c, 404, 'Not found', 'There is no such segment.');
-  const [page, segments] = await Promise.all([
+  const [page, segments, imports] = await Promise.all([
     listContacts(sql, projectId, { segmentId, email: search }, { limit: CONTACTS_PER_PAGE, startingAfter: after }),
     segmentChoices(c),
+    listImports(sql, projectId, { limit: RECENT_IMPORTS }),
   ]);
   return render(
     c,
     <ContactsPage {...base(c)} contacts={page.rows} segments={segments} hasMore={page.hasMore} isFirst={!after}
-      search={search} segmentId={segmentId} error={extra.error} typed={extra.typed} />,
+      search={search} segmentId={segmentId} error={extra.error} typed={extra.typed}>
+      <ImportForm project={c.var.project} csrf={c.var.csrf} segments={segments} maxBytes={c.var.deps.config.contactImportMaxBytes}
+        error={extra.importError} recent={imports.rows} />
+    </ContactsPage>,
     extra.status ?? 200,
   );
 }

@@ -10,6 +10,7 @@ import { createInvitation } from '../../src/members/invitations.ts';
 import { createContact } from '../../src/contacts/service.ts';
 import { createSegment } from '../../src/segments/service.ts';
 import { createTopic } from '../../src/topics/service.ts';
+import { createImport } from '../../src/contacts/imports/service.ts';
 import { createTestContext } from '../helpers/app.ts';
 import { memberSession } from './client.ts';
 
@@ -26,13 +27,14 @@ const template = await createTemplate(ctx.sql, projectId, { name: 'Welcome', htm
 const segment = await createSegment(ctx.sql, projectId, { name: 'Customers' });
 const topic = await createTopic(ctx.sql, projectId, { name: 'News', default_subscription: 'opt_in' });
 const contact = await createContact(ctx.sql, projectId, { email: 'ann@example.com', segment_ids: [segment.id] });
+const imported = await createImport(ctx.sql, projectId, { file: (async function* () { yield Buffer.from('email\nbo@example.com\n'); })(), fields: {} }, 1 << 20);
 const sessions = Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await memberSession(ctx, r)] as const))) as Record<Role, Awaited<ReturnType<typeof memberSession>>>;
 const target = await memberSession(ctx, 'developer', 'target@example.com');
 const invitation = await createInvitation(ctx.sql, { email: 'invited@example.com', role: 'developer', invitedBy: null, baseUrl: 'http://x' });
 
 const PARAMS: Record<string, string> = {
   projectId, keyId, endpointId: endpoint.id, templateId: template.id, memberId: target.id, invitationId: invitation.id,
-  contactId: contact.id, segmentId: segment.id, topicId: topic.id,
+  contactId: contact.id, segmentId: segment.id, topicId: topic.id, importId: imported.id,
   domainId: newId('domain'), deliveryId: newId('delivery'), emailId: newId('email'), messageId: newId('sinkMessage'),
 };
 
@@ -61,6 +63,8 @@ const FIELDS: Record<string, Record<string, string>> = {
 };
 
 const url = (path: string) => `/dashboard${path === '/' ? '' : path}`.replace(/:(\w+)/g, (_, name: string) => PARAMS[name]!);
+/** A form's URL as its page has it: the streamed import upload carries its token in the query. */
+const formUrl = (path: string, csrf: string) => (path.endsWith('/imports') ? `${url(path)}?_csrf=${csrf}` : url(path));
 
 /** Every row of every table, hashed: what a refused request must leave untouched. */
 async function fingerprint(): Promise<string> {
@@ -98,7 +102,7 @@ test('every form, posted by a role the table refuses, is a 403 naming the role a
       const b = sessions[role].b;
       await b.get('/dashboard');
       const before = await fingerprint();
-      const { res, text } = method === 'POST' ? await b.post(url(path), FIELDS[path] ?? {}) : await b.get(url(path));
+      const { res, text } = method === 'POST' ? await b.post(formUrl(path, b.csrf), FIELDS[path] ?? {}) : await b.get(url(path));
       assert.equal(res.status, 403, `${role} ${method} ${path}`);
       const least = PERMISSIONS[action].at(-1)!;
       assert.match(text, new RegExp(`This needs the ${least} role`), `${role} POST ${path}: the page names the role needed`);
@@ -137,7 +141,7 @@ test('the roles the table allows get past it', async () => {
       if (!allows(role, action)) continue;
       const b = sessions[role].b;
       await b.get('/dashboard');
-      const { res } = await b.post(url(path), FIELDS[path] ?? {});
+      const { res } = await b.post(formUrl(path, b.csrf), FIELDS[path] ?? {});
       assert.notEqual(res.status, 403, `${role} POST ${path}`);
     }
   }
