@@ -66,12 +66,6 @@ create table if not exists contact_topics (
 );
 create index if not exists contact_topics_by_topic on contact_topics (topic_id, subscription, contact_id);
 
--- Contact webhook events (§23.1) are project events: email_id a fresh id naming no email, shown as null.
-alter table events drop constraint if exists events_type_check;
-alter table events add constraint events_type_check check (type = any (array['email.sent', 'email.delivered',
-  'email.delivery_delayed', 'email.bounced', 'email.complained', 'email.failed', 'email.opened', 'email.clicked', 'email.received',
-  'project.reputation_warning', 'project.sending_paused', 'project.sending_resumed', 'account.enforcement_changed',
-  'contact.created', 'contact.updated', 'contact.deleted', 'contact.topics.updated']));
 -- Contact imports (CONTRACT §23.2). A long job is a row with a cursor: `bytes_done` is the offset
 -- of the next unread CSV record and `lines_done` the line it ended on, advanced in the same
 -- transaction as the contacts a batch wrote, so a worker that dies resumes without counting twice.
@@ -114,3 +108,9 @@ create table if not exists contact_import_chunks (
 );
 -- CSV compresses, but pglz on every megabyte costs the upload more than the disk it saves.
 alter table contact_import_chunks alter column data set storage external;
+-- Contact webhook events (§23.1) are project events: email_id a fresh id naming no email, shown as null.
+alter table events drop constraint if exists events_type_check;
+alter table events add constraint events_type_check check (type = any (array['email.sent', 'email.delivered',
+  'email.delivery_delayed', 'email.bounced', 'email.complained', 'email.failed', 'email.opened', 'email.clicked', 'email.received',
+  'project.reputation_warning', 'project.sending_paused', 'project.sending_resumed', 'account.enforcement_changed',
+  'contact.created', 'contact.updated', 'contact.deleted', 'contact.topics.updated']));

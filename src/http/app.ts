@@ -30,13 +30,13 @@ import { registerResendReceivingRoutes } from '../inbound/resend-routes.ts';
 import { registerDownloadRoutes } from '../inbound/download.ts';
 import { registerSinkInboundRoute } from '../inbound/sink-routes.ts';
 import { registerReceivingSetupRoutes } from '../inbound/receiving.ts';
+import { registerContactImportRoutes } from '../contacts/imports/routes.ts';
+import { registerResendContactImportRoutes } from '../contacts/imports/resend-routes.ts';
 import { registerContactRoutes } from '../contacts/routes.ts';
 import { registerContactPropertyRoutes } from '../contacts/property-routes.ts';
 import { registerSegmentRoutes } from '../segments/routes.ts';
 import { registerTopicRoutes } from '../topics/routes.ts';
 import { registerResendContactRoutes } from '../contacts/resend-routes.ts';
-import { registerContactImportRoutes } from '../contacts/imports/routes.ts';
-import { registerResendContactImportRoutes } from '../contacts/imports/resend-routes.ts';
 
 /** Every route of the process is wired here; capability folders only export their routes. */
 export function createApp(deps: AppDeps) {

@@ -62,6 +62,12 @@ test('an import creates, updates, reports bad rows by line, and applies segments
   const subs = await ctx.sql<{ subscription: string }[]>`select subscription from contact_topics where topic_id = ${topicId} and project_id = ${projectId}`;
   assert.deepEqual(subs.map((s) => s.subscription), ['opt_out', 'opt_out', 'opt_out', 'opt_out']);
 
+  // The contacts API reads what the import wrote.
+  const viaApi = await ctx.call(key, '/v1/contacts/ann@example.com');
+  assert.equal(viaApi.status, 200);
+  const annApi = await viaApi.json() as { id: string; first_name: string; segment_ids?: string[] };
+  assert.deepEqual([annApi.id, annApi.first_name], [ann!.id, 'Annie']);
+
   // No upload is kept once the import is over.
   assert.equal((await ctx.sql`select 1 from contact_import_chunks where import_id = ${id}`).length, 0);
 });

@@ -1,4 +1,5 @@
 import { checkMailbox } from '../../emails/mailbox.ts';
+import { MAX_PROPERTY_STRING } from '../schemas.ts';
 import type { ImportPlan } from './options.ts';
 
 /** A CSV record checked against the plan: the contact's fields, or why the row fails. */
@@ -9,7 +10,8 @@ export type CheckedRow =
 const YES = new Set(['true', 'yes', 'y', '1']);
 const NO = new Set(['false', 'no', 'n', '0']);
 const NUMBER = /^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$/;
-const MAX_TEXT = 1000;
+/** As the contacts API takes them. */
+const MAX_NAME = 200;
 
 const shown = (value: string) => JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
 
@@ -29,7 +31,7 @@ export function checkRow(record: string[], plan: ImportPlan): CheckedRow {
   if (/[<>]/.test(email) || !checkMailbox(email)) return { ok: false, reason: `email ${shown(email)} is not a valid address` };
   const firstName = cell(record, plan.first_name) ?? null;
   const lastName = cell(record, plan.last_name) ?? null;
-  if ((firstName?.length ?? 0) > MAX_TEXT || (lastName?.length ?? 0) > MAX_TEXT) return { ok: false, reason: `a name is longer than ${MAX_TEXT} characters` };
+  if ((firstName?.length ?? 0) > MAX_NAME || (lastName?.length ?? 0) > MAX_NAME) return { ok: false, reason: `a name is longer than ${MAX_NAME} characters` };
   const flag = cell(record, plan.unsubscribed)?.toLowerCase();
   let unsubscribed: boolean | null = null;
   if (flag !== undefined) {
@@ -46,7 +48,7 @@ export function checkRow(record: string[], plan: ImportPlan): CheckedRow {
       if (!NUMBER.test(value) || !Number.isFinite(n)) return { ok: false, reason: `properties.${p.key} ${shown(value)} is not a number` };
       properties[p.key] = n;
     } else {
-      if (value.length > MAX_TEXT) return { ok: false, reason: `properties.${p.key} is longer than ${MAX_TEXT} characters` };
+      if (value.length > MAX_PROPERTY_STRING) return { ok: false, reason: `properties.${p.key} is longer than ${MAX_PROPERTY_STRING} characters` };
       properties[p.key] = value;
     }
   }
