@@ -12,13 +12,14 @@ import { track } from './track.ts';
 import { reputation } from './reputation.ts';
 import { inbound } from './inbound.ts';
 import { contactsImport } from './contacts-import.ts';
+import { broadcast } from './broadcast.ts';
 import { freePort, freshDatabase, killChildren, MissingTool, redisAnswers, ROOT, round, SECRET_KEY, spawnService, waitUntil, type BenchContext, type BenchResult, type Service } from './support.ts';
 
 /**
- * `npm run bench [-- accept accept-sustained drain fanout sink relay track inbound scale reputation contacts-import]`: each benchmark in its
+ * `npm run bench [-- accept accept-sustained drain fanout sink relay track inbound broadcast scale reputation contacts-import]`: each benchmark in its
  * own fresh database, one after another, one JSON line each on stdout. Progress goes to stderr.
  */
-const BENCHES: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { accept, 'accept-sustained': acceptSustained, drain, fanout, sink, relay, track, inbound, scale, reputation, 'contacts-import': contactsImport };
+const BENCHES: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { accept, 'accept-sustained': acceptSustained, drain, fanout, sink, relay, track, inbound, broadcast, scale, reputation, 'contacts-import': contactsImport };
 /** Run only when named: `scale` and `reputation` load a million emails, `scale` for a quarter of an hour. */
 const ON_REQUEST = new Set(['scale', 'reputation']);
 
@@ -63,6 +64,8 @@ async function redis(): Promise<{ url: string; note: string }> {
 }
 
 let failed = false;
+/** Each result of this run by name: a later benchmark may state its rate against an earlier one's (broadcast against drain). */
+const earlier: Record<string, BenchResult> = {};
 // The roles run from the production bundle, so build it from the sources being measured.
 execFileSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
 try {
@@ -75,11 +78,13 @@ try {
       databaseUrl: database.url,
       redisUrl: cache.url,
       env: { DATABASE_URL: database.url, REDIS_URL: cache.url, SECRET_KEY, LOG_LEVEL: 'info', NODE_ENV: 'production' },
+      earlier,
     };
     const started = Date.now();
     try {
       process.stderr.write(`bench: ${name}…\n`);
       const result = await BENCHES[name]!(ctx);
+      earlier[name] = result;
       process.stdout.write(`${JSON.stringify({ ...result, took_s: round((Date.now() - started) / 1000) })}\n`);
     } catch (err) {
       if (err instanceof MissingTool) {

@@ -21,6 +21,8 @@ export type BenchContext = {
   redisUrl: string;
   /** Environment every Mailroom child process gets (database, Redis, secret, logging). */
   env: Record<string, string>;
+  /** The results of the benchmarks run before this one in the same run, by name (a ratio against another's figure). */
+  earlier?: Record<string, BenchResult>;
 };
 export type BenchResult = Record<string, unknown>;
 

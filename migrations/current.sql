@@ -114,3 +114,61 @@ alter table events add constraint events_type_check check (type = any (array['em
   'email.delivery_delayed', 'email.bounced', 'email.complained', 'email.failed', 'email.opened', 'email.clicked', 'email.received',
   'project.reputation_warning', 'project.sending_paused', 'project.sending_resumed', 'account.enforcement_changed',
   'contact.created', 'contact.updated', 'contact.deleted', 'contact.topics.updated']));
+
+-- Broadcasts (CONTRACT §23.3–§23.7). A broadcast is a row with a cursor: the broadcast__send task
+-- pages the segment by contact id from `cursor`, writing a page of emails and the cursor in one
+-- transaction, so a worker that dies loses nothing and the next run continues where it stopped.
+create table if not exists broadcasts (
+  id text primary key,
+  project_id text not null references projects(id) on delete cascade,
+  name text not null default '',
+  segment_id text not null,
+  topic_id text,
+  from_address text not null,
+  reply_to_addresses text[] not null default '{}',
+  subject text not null,
+  preview_text text,
+  html text,
+  text text,
+  template_id text,
+  template_version integer,
+  status text not null default 'draft' check (status in ('draft', 'scheduled', 'sending', 'sent', 'canceled')),
+  scheduled_at timestamptz,
+  -- Who receives it is fixed at this moment: segment membership made at or before it (§23.4).
+  snapshot_at timestamptz,
+  sent_at timestamptz,
+  -- 'scheduled' or 'sending': what a cancel stopped, for Resend's status mapping.
+  canceled_from text,
+  -- The last contact id paged; null before the first page. paged_at: when the last page was made.
+  cursor text,
+  paged_at timestamptz,
+  recipients integer not null default 0,
+  suppressed integer not null default 0,
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now()
+);
+create index if not exists broadcasts_by_project on broadcasts (project_id, id);
+
+-- One row per contact a broadcast reached, keyed so a re-run page can never make a second email
+-- for a recipient; email_id is null for a recipient skipped as suppressed.
+create table if not exists broadcast_recipients (
+  broadcast_id text not null references broadcasts(id) on delete cascade,
+  contact_id text not null,
+  project_id text not null references projects(id) on delete cascade,
+  email text not null,
+  email_id text,
+  -- Why no email was made: 'suppressed', or 'too_large' (its personalised message passed the limit).
+  skipped text,
+  created_at timestamptz not null default now(),
+  primary key (broadcast_id, contact_id)
+);
+create index if not exists broadcast_recipients_by_contact on broadcast_recipients (contact_id, broadcast_id);
+create index if not exists broadcast_recipients_by_email on broadcast_recipients (email_id) where email_id is not null;
+
+-- A broadcast's emails are ordinary emails that know their broadcast: lists exclude them unless
+-- asked, their events carry it, and the bounded queue ahead of a broadcast is counted by it.
+alter table emails add column if not exists broadcast_id text;
+create index if not exists emails_by_broadcast on emails (broadcast_id, id) where broadcast_id is not null;
+create index if not exists emails_broadcast_unsent on emails (broadcast_id) where broadcast_id is not null and status in ('queued', 'sending');
+-- A send under a topic (`topic_id` on POST /v1/emails): opted-out contacts are skipped at send.
+alter table emails add column if not exists topic_id text;

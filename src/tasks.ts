@@ -3,6 +3,7 @@ import type { WorkerDeps } from './interfaces.ts';
 import { domainCheckTask } from './domains/check.task.ts';
 import { DOMAIN_RECHECK_CRON, domainRecheckTask } from './domains/recheck.task.ts';
 import { emailSendTask } from './emails/send.task.ts';
+import { broadcastSendTask } from './broadcasts/send.task.ts';
 import { htmlForSending } from './tracking/service.ts';
 import { PRUNE_CRON, pruneTask } from './platform/prune.task.ts';
 import { RETENTION_CRON, retentionApplyTask } from './retention/apply.task.ts';
@@ -22,6 +23,7 @@ import { contactsImportRunTask } from './contacts/imports/run.task.ts';
 export function buildTaskList(deps: WorkerDeps): TaskList {
   return {
     contacts_import__run: contactsImportRunTask(deps),
+    broadcast__send: broadcastSendTask(deps),
     domain__check: domainCheckTask(deps),
     domain__recheck: domainRecheckTask(deps),
     // Tracking rewrites the HTML at send time; handed in here so sending never imports tracking.

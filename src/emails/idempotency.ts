@@ -18,6 +18,7 @@ export function fingerprint(send: ParsedSend): Buffer {
     send.tags.map((t) => [t.name, t.value]),
     // Only when given, so the fingerprints of sends without them are what they always were.
     ...(send.trackOpens !== null || send.trackClicks !== null ? [[send.trackOpens, send.trackClicks]] : []),
+    ...(send.topicId ? [['topic', send.topicId]] : []),
     // The template as asked for, not as rendered: a repeat after a publish is still a repeat.
     ...(send.template ? [[send.template.id, Object.entries(send.template.variables).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)), send.template.overrides]] : []),
   ]));

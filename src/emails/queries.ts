@@ -70,9 +70,11 @@ const pageFetch = (sql: Sql, limit: number) => sql.unsafe(limit < 26 ? '26' : '1
 export async function listEmails(
   sql: Sql,
   projectId: string,
-  opts: { limit: number; startingAfter?: string; status?: EmailStatus; tag?: { name: string; value: string }; to?: string },
+  opts: { limit: number; startingAfter?: string; status?: EmailStatus; tag?: { name: string; value: string }; to?: string; broadcastId?: string },
 ) {
   const fetch = opts.limit + 1;
+  // A broadcast's emails are listed only when asked for by their broadcast (§23.6).
+  const ofBroadcast = (column: ReturnType<Sql>) => (opts.broadcastId ? sql`and ${column} = ${opts.broadcastId}` : sql`and ${column} is null`);
   const rows: EmailRow[] = [];
   // Each window's statement is planned once per connection and the plan kept (generic), never
   // planned for its values: its partitions are pruned by its literal bounds, not by the values,
@@ -97,6 +99,7 @@ export async function listEmails(
             select ${EMAIL_COLUMNS(sql)} from emails
             where emails.id = r.email_id and emails.project_id = r.project_id ${range(sql`emails.id`)}
               ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+              ${ofBroadcast(sql`emails.broadcast_id`)}
             limit 1) e
           where r.project_id = ${projectId} and r.address = ${opts.to}
             ${range(sql`r.email_id`)}
@@ -113,6 +116,7 @@ export async function listEmails(
           where t.project_id = ${projectId} and t.name = ${opts.tag.name} and t.value = ${opts.tag.value}
             ${range(sql`t.email_id`)} ${range(sql`emails.id`)}
             ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+            ${ofBroadcast(sql`emails.broadcast_id`)}
             ${opts.startingAfter ? sql`and t.email_id < ${opts.startingAfter}` : sql``}
           order by t.email_id desc
           limit ${pageFetch(sql, opts.limit)}`
@@ -121,6 +125,7 @@ export async function listEmails(
           from emails
           where project_id = ${projectId} ${range(sql`id`)}
             ${opts.status ? sql`and status = ${opts.status}` : sql``}
+            ${ofBroadcast(sql`broadcast_id`)}
             ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
           order by id desc
           limit ${pageFetch(sql, opts.limit)}`));
@@ -161,7 +166,18 @@ export type NewEmail = EmailContent & {
   template?: { id: string; version: number } | null;
   /** Mail submitted over SMTP: the message as submitted, sent as it is instead of composed. */
   submitted?: SubmittedMessage;
+  /** The broadcast it is one recipient's copy of: its job then waits behind transactional mail. */
+  broadcastId?: string | null;
+  /** The topic it is sent under: opted-out contacts are skipped at send, and its unsubscribe names the topic. */
+  topicId?: string | null;
 };
+
+/**
+ * Who goes first, written once: graphile-worker claims ready jobs by `priority` (lower first), so a
+ * broadcast's emails wait while any other email of any project is ready to go (§23.6).
+ */
+export const BROADCAST_SEND_PRIORITY = 10;
+export const sendPriority = (broadcastId: string | null | undefined) => (broadcastId ? BROADCAST_SEND_PRIORITY : 0);
 
 /** What an SMTP submission adds to its email. */
 export type SubmittedMessage = {
@@ -184,10 +200,10 @@ function storedAttachments(list: EmailContent['attachments']): StoredAttachment[
  * The `email__send` job, keyed by the email so a re-enqueue replaces a waiting one. Its own
  * attempts only cover crashes; provider retries are rescheduled by the task (send.task.ts).
  */
-export function sendJob(sql: Sql | TxSql, emailId: string, projectId: string, delayMs = 0) {
+export function sendJob(sql: Sql | TxSql, emailId: string, projectId: string, delayMs = 0, priority = 0) {
   return sql`graphile_worker.add_job('email__send',
     json_build_object('email_id', ${emailId}::text, 'project_id', ${projectId}::text),
-    run_at := now() + ${delayMs} * interval '1 millisecond', max_attempts := 25, job_key := ${emailId}::text)`;
+    run_at := now() + ${delayMs} * interval '1 millisecond', max_attempts := 25, job_key := ${emailId}::text, priority := ${priority}::int)`;
 }
 
 /**
@@ -224,24 +240,26 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     ...rawSlice(e.submitted?.raw),
     message_id_header: e.submitted?.messageId ?? null,
     submitted_message_id: e.submitted?.messageId ?? null,
+    broadcast_id: e.broadcastId ?? null,
+    topic_id: e.topicId ?? null,
   }));
   await tx`
     with inserted as (
       insert into emails (id, project_id, status, from_address, to_addresses, cc_addresses, bcc_addresses,
                           reply_to_addresses, subject, html, text, headers, attachments, scheduled_at, tags,
-                          track_opens, track_clicks, template_id, template_version, source, raw_message, message_id_header, submitted_message_id)
+                          track_opens, track_clicks, template_id, template_version, source, raw_message, message_id_header, submitted_message_id, broadcast_id, topic_id)
       select r.id, r.project_id, case when r.scheduled_at > now() then 'scheduled' else 'queued' end,
              r.from_address, r.to_addresses, r.cc_addresses, r.bcc_addresses,
              r.reply_to_addresses, r.subject, r.html, r.text, r.headers, r.attachments,
              case when r.scheduled_at > now() then r.scheduled_at end, r.tags, r.track_opens, r.track_clicks, r.template_id, r.template_version,
              r.source, substring(${raws.length ? Buffer.concat(raws) : null}::bytea from r.raw_at for r.raw_length),
-             r.message_id_header, r.submitted_message_id
+             r.message_id_header, r.submitted_message_id, r.broadcast_id, r.topic_id
       from jsonb_to_recordset(${tx.json(rows)}) as r(
         id text, project_id text, from_address text, to_addresses text[], cc_addresses text[], bcc_addresses text[],
         reply_to_addresses text[], subject text, html text, text text, headers jsonb, attachments jsonb, scheduled_at timestamptz, tags jsonb,
         track_opens boolean, track_clicks boolean, template_id text, template_version integer, source text, raw_at integer, raw_length integer,
-        message_id_header text, submitted_message_id text)
-      returning id, project_id, scheduled_at, tags, submitted_message_id, to_addresses, cc_addresses, bcc_addresses
+        message_id_header text, submitted_message_id text, broadcast_id text, topic_id text)
+      returning id, project_id, scheduled_at, tags, submitted_message_id, to_addresses, cc_addresses, bcc_addresses, broadcast_id
     ),
     submitted as (
       insert into submitted_message_ids (project_id, message_id, email_id)
@@ -261,7 +279,8 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
     )
     select count(*) from graphile_worker.add_jobs(array(
       select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null,
-                 coalesce(scheduled_at, now()), 25, id, null, null)::graphile_worker.job_spec
+                 coalesce(scheduled_at, now()), 25, id,
+                 case when broadcast_id is null then 0 else ${BROADCAST_SEND_PRIORITY} end, null)::graphile_worker.job_spec
       from inserted))`;
 }
 
@@ -302,6 +321,8 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   bodyPurged: boolean;
   /** The partition its row is in, which the statements settling it name (day-table.ts). */
   table: EmailsTable;
+  broadcastId: string | null;
+  topicId: string | null;
 };
 
 /** Who claims, for how long, when a silent holder counts as dead, and this process's own holder. */
@@ -362,7 +383,7 @@ async function claimIn(
       reply_to_addresses, subject, html, text, headers, attachments, message_id_header, raw_message, lease_owner, tags,
       exists (select 1 from provider_connections pc where pc.project_id = emails.project_id) as has_provider,
       exists (select 1 from suppressions s where s.project_id = emails.project_id) as has_suppressions,
-      track_opens, track_clicks, body_purged,
+      track_opens, track_clicks, body_purged, broadcast_id, topic_id,
       -- The sender's domain is after the last @ of the validated From mailbox.
       (select json_build_object('openTracking', d.open_tracking, 'clickTracking', d.click_tracking, 'trackingDomain', d.tracking_domain)
        from domains d where d.project_id = emails.project_id
@@ -430,7 +451,7 @@ export async function giveUpLease(sql: Sql, email: ClaimedEmail) {
 export async function giveUpLeaseLate(sql: Sql, email: ClaimedEmail): Promise<boolean> {
   const rows = await sql`
     with released as (${releaseLease(sql, email)})
-    select ${sendJob(sql, email.id, email.projectId)} from released`;
+    select ${sendJob(sql, email.id, email.projectId, 0, sendPriority(email.broadcastId))} from released`;
   return rows.length > 0;
 }
 
@@ -455,7 +476,7 @@ export async function markSent(sql: Sql, email: ClaimedEmail, providerMessageId:
       delivered_at = ${delivered ? tx`now()` : tx`delivered_at`}, last_error = null, updated_at = now(),
       ${storeBodiesRead(tx, email)} lease_owner = null, lease_expires_at = null
     where ${HELD(tx, email)}
-    returning id, project_id, tags`, events));
+    returning id, project_id, tags, broadcast_id`, events));
   return row!.matched > 0;
 }
 
@@ -465,7 +486,7 @@ export async function markFailed(sql: Sql, email: ClaimedEmail, lastError: strin
     update ${CLAIMED(tx, email)} set status = 'failed', last_error = ${lastError}, updated_at = now(),
       ${storeBodiesRead(tx, email)} lease_owner = null, lease_expires_at = null
     where ${HELD(tx, email)}
-    returning id, project_id, tags`, events));
+    returning id, project_id, tags, broadcast_id`, events));
   return row!.matched > 0;
 }
 
@@ -483,7 +504,7 @@ export async function requeue(sql: Sql, email: ClaimedEmail, delayMs: number, co
       where ${HELD(sql, email)}
       returning id
     )
-    select ${sendJob(sql, email.id, email.projectId, delayMs)} from requeued`;
+    select ${sendJob(sql, email.id, email.projectId, delayMs, sendPriority(email.broadcastId))} from requeued`;
 }
 
 /**

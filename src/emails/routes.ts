@@ -50,7 +50,8 @@ const listEmails = createRoute({
   summary: 'List emails',
   description:
     'The project\'s emails, newest first, with cursor paging on `starting_after`. `to` finds the emails that had an ' +
-    'address in `to`, `cc` or `bcc` (exact, case-insensitive); it combines with `status` and `tag`.',
+    'address in `to`, `cc` or `bcc` (exact, case-insensitive); it combines with `status` and `tag`. A broadcast\'s emails ' +
+    'are listed only with `broadcast_id`.',
   security: SECURITY,
   request: {
     query: z.object({
@@ -60,6 +61,8 @@ const listEmails = createRoute({
         .openapi({ description: 'Only emails carrying this tag, as `name:value`.' }),
       to: z.string().max(320).optional()
         .openapi({ description: 'Only emails sent to this address, in `to`, `cc` or `bcc`; a bare address such as `ann@example.net`, any case.', example: 'ann@example.net' }),
+      broadcast_id: z.string().max(100).optional()
+        .openapi({ description: 'Only the emails of this broadcast; without it, broadcasts\' emails are left out.' }),
     }),
   },
   responses: {
@@ -195,7 +198,7 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
   });
 
   app.openapi(listEmails, async (c) => {
-    const { limit, starting_after: startingAfter, status, tag: tagFilter, to: toFilter } = c.req.valid('query');
+    const { limit, starting_after: startingAfter, status, tag: tagFilter, to: toFilter, broadcast_id: broadcastId } = c.req.valid('query');
     const tag = tagFilter ? parseTagFilter(tagFilter) : undefined;
     const to = toFilter === undefined ? undefined : storedAddress(toFilter);
     if (toFilter !== undefined && !to) throw new ValidationError([{ loc: ['query', 'to'], msg: 'Not an email address', type: 'value_error', input: toFilter }]);
@@ -204,7 +207,8 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
     if (startingAfter && !(isWellFormedId('email', startingAfter) && await q.emailExists(sql, projectId, startingAfter))) {
       throw new ApiError('not_found', 'starting_after does not name an email of this project.');
     }
-    const page = await q.listEmails(sql, projectId, { limit, startingAfter, status, tag, to });
+    if (broadcastId !== undefined && !isWellFormedId('broadcast', broadcastId)) throw new ApiError('not_found', 'broadcast_id does not name a broadcast of this project.');
+    const page = await q.listEmails(sql, projectId, { limit, startingAfter, status, tag, to, broadcastId });
     return c.json({ data: page.rows.map(toEmailListItem), has_more: page.hasMore }, 200);
   });
 

@@ -23,6 +23,7 @@ import { listUnsubscribeUrl } from './list-unsubscribe.ts';
 import { prepareSubmitted } from './submitted.ts';
 import { observeSend, recordEmailOutcome } from '../platform/metrics.ts';
 import { EXPIRED_UNSENT } from '../retention/queries.ts';
+import { applyTopic } from '../broadcasts/topic-send.ts';
 
 /** Attempts (about an hour of backoff) before a retryable failure becomes `provider_unavailable`. */
 export const MAX_SEND_ATTEMPTS = 8;
@@ -296,11 +297,22 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
     ? await suppressedAmong(sql, projectId, [...email.toAddresses, ...email.ccAddresses, ...email.bccAddresses])
     : new Set<string>();
   const keep = (list: string[]) => (suppressed.size ? list.filter((a) => !suppressed.has(normaliseAddress(a))) : list);
-  const envelope = { to: keep(email.toAddresses), cc: keep(email.ccAddresses), bcc: keep(email.bccAddresses) };
+  let envelope = { to: keep(email.toAddresses), cc: keep(email.ccAddresses), bcc: keep(email.bccAddresses) };
   if (envelope.to.length + envelope.cc.length + envelope.bcc.length === 0) {
     await settleFailed(sql, email, 'recipient_suppressed', 'Every recipient is on the project\'s suppression list.');
     log.info('email failed: every recipient suppressed');
     return;
+  }
+  // Sent under a topic: contacts opted out of it are skipped, and one contact gets the topic's own one-click link.
+  if (email.topicId) {
+    const topic = await applyTopic(config, sql, projectId, email.topicId, envelope);
+    envelope = topic.envelope;
+    if (topic.headers) email.headers = { ...topic.headers, ...email.headers };
+    if (envelope.to.length + envelope.cc.length + envelope.bcc.length === 0) {
+      await settleFailed(sql, email, 'recipient_suppressed', 'Every recipient has opted out of the email\'s topic.');
+      log.info('email failed: every recipient opted out of its topic');
+      return;
+    }
   }
 
   let sent: { messageId: string; viaSink: boolean };

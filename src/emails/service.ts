@@ -14,6 +14,7 @@ import { ValidationError, type ValidationDetail } from '../http/errors.ts';
 import { bareAddress } from '../suppressions/address.ts';
 import { trackingDomainOf } from '../domains/queries.ts';
 import { withDayPartitions } from '../retention/partitions.ts';
+import { assertTopics } from '../broadcasts/topic-send.ts';
 
 /**
  * Sending, as every API surface does it (`/v1` and the Resend-compatible `/resend`): validation,
@@ -54,6 +55,7 @@ async function assertTrackable(deps: SendDeps, projectId: string, sends: Trackab
 export async function sendEmail(deps: SendDeps, projectId: string, idempotencyKey: string | undefined, body: unknown) {
   const { config, sql } = deps;
   const send = parseSendRequest(body);
+  await assertTopics(sql, projectId, [send], () => ['body']);
   let accepted: Accepted;
   if (idempotencyKey === undefined) {
     const id = newId('email');
@@ -85,6 +87,7 @@ export async function sendEmail(deps: SendDeps, projectId: string, idempotencyKe
 export async function sendBatch(deps: SendDeps, projectId: string, idempotencyKey: string | undefined, body: unknown) {
   const { sql } = deps;
   const { sends, emails } = await parseBatch(deps, body, projectId);
+  await assertTopics(sql, projectId, sends, (i) => ['body', i]);
   await assertTrackable(deps, projectId, emails, (i) => ['body', i]);
   const print = batchFingerprint(sends);
   const accepted = (idempotencyKey === undefined ? undefined : await findReplay(sql, projectId, idempotencyKey, print))

@@ -145,6 +145,7 @@ export const SendEmailRequest = z
     track_opens: z.boolean().optional().openapi({ description: 'Open tracking for this email, overriding the sender domain\'s `open_tracking` (off by default). Needs the domain\'s `tracking_domain` or PUBLIC_BASE_URL, else 422.' }),
     track_clicks: z.boolean().optional().openapi({ description: 'Click tracking for this email, overriding the sender domain\'s `click_tracking` (off by default). Needs the domain\'s `tracking_domain` or PUBLIC_BASE_URL, else 422.' }),
     template: TemplateRef.optional(),
+    topic_id: z.string().max(100).nullable().optional().openapi({ description: 'A topic of the project (`topic_…`): a recipient who is a contact opted out of it is skipped, and an email to one contact carries the topic\'s one-click unsubscribe.' }),
   })
   .superRefine((body, ctx) => {
     const count = (v: string | string[] | null | undefined) => (v == null ? 0 : typeof v === 'string' ? 1 : v.length);
@@ -190,7 +191,7 @@ export function parseTagFilter(value: string): EmailTag | undefined {
   const [name, tagValue] = value.split(':') as [string, string];
   return { name, value: tagValue };
 }
-export type SendEmail = EmailContent & { scheduledAt: Date | null; tags: EmailTag[]; trackOpens: boolean | null; trackClicks: boolean | null };
+export type SendEmail = EmailContent & { scheduledAt: Date | null; tags: EmailTag[]; trackOpens: boolean | null; trackClicks: boolean | null; topicId?: string | null };
 
 /**
  * A request as validated, before its template (if any) is rendered: with a template, `from` and
@@ -267,6 +268,7 @@ export function parseSendRequest(body: unknown): ParsedSend {
     tags: b.tags ?? [],
     trackOpens: b.track_opens ?? null,
     trackClicks: b.track_clicks ?? null,
+    topicId: b.topic_id ?? null,
     template: b.template
       ? { id: b.template.id, variables: b.template.variables ?? {}, overrides: { from: b.from, subject: b.subject, replyTo: b.reply_to != null ? list(b.reply_to) : undefined } }
       : null,

@@ -79,7 +79,9 @@ export function recordEventsStatement(sql: Sql | TxSql, source: PendingQuery<Row
     with source as (${source}),
     new_events as (
       insert into events (id, project_id, email_id, type, data, dedupe_key)
-      select e.id, s.project_id, s.id, e.type, e.data || jsonb_build_object('tags', coalesce(s.tags, '[]'::jsonb)), e.dedupe_key
+      -- A broadcast's email names its broadcast (§23.6); a source without the column names none.
+      select e.id, s.project_id, s.id, e.type, e.data || jsonb_build_object('tags', coalesce(s.tags, '[]'::jsonb))
+        || jsonb_strip_nulls(jsonb_build_object('broadcast_id', to_jsonb(s)->'broadcast_id')), e.dedupe_key
       from source s cross join jsonb_to_recordset(${sql.json(rows as never)}) as e(id text, type text, data jsonb, dedupe_key text)
       order by e.id
       on conflict (project_id, dedupe_key, email_id) where dedupe_key is not null do nothing
@@ -193,7 +195,7 @@ export async function recordProjectEvent(tx: Sql | TxSql, projectId: string, typ
 
 /** The email as a statement source, unchanged. */
 function emailSource(sql: Sql | TxSql, projectId: string, emailId: string) {
-  return sql`select id, project_id, tags from emails where id = ${emailId} and project_id = ${projectId}`;
+  return sql`select id, project_id, tags, broadcast_id from emails where id = ${emailId} and project_id = ${projectId}`;
 }
 
 /**

@@ -22,6 +22,8 @@ import { registerSuppressionRoutes } from '../suppressions/routes.ts';
 import { registerAuditRoutes } from '../audit/routes.ts';
 import { registerReputationRoutes } from '../reputation/routes.ts';
 import { registerTemplateRoutes } from '../templates/routes.ts';
+import { registerBroadcastRoutes } from '../broadcasts/routes.ts';
+import { registerResendBroadcastRoutes } from '../broadcasts/resend-routes.ts';
 import { registerResendTemplateRoutes } from '../templates/resend-routes.ts';
 import { renderForSend, setTemplateCacheMb } from '../templates/service.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
@@ -103,6 +105,7 @@ export function createApp(deps: AppDeps) {
     registerResendTemplateRoutes(resend);
     registerResendReceivingRoutes(resend);
     registerResendContactRoutes(resend);
+    registerResendBroadcastRoutes(resend);
   }));
 
   registerReceivingRoutes(app);
@@ -123,6 +126,7 @@ export function createApp(deps: AppDeps) {
   registerContactPropertyRoutes(app);
   registerSegmentRoutes(app);
   registerTopicRoutes(app);
+  registerBroadcastRoutes(app);
   if (deps.config.eventIngestion === 'https') registerSnsPushRoute(app);
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {

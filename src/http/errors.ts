@@ -8,6 +8,8 @@ export type ErrorType =
   | 'permission_denied'
   | 'not_found'
   | 'email_not_scheduled'
+  | 'broadcast_not_editable'
+  | 'broadcast_not_cancelable'
   | 'endpoint_disabled'
   | 'domain_receiving_on'
   | 'contact_exists'
@@ -25,6 +27,8 @@ const STATUS: Record<ErrorType, 401 | 403 | 404 | 409 | 413 | 429 | 500 | 503> =
   permission_denied: 403,
   not_found: 404,
   email_not_scheduled: 409,
+  broadcast_not_editable: 409,
+  broadcast_not_cancelable: 409,
   endpoint_disabled: 409,
   domain_receiving_on: 409,
   contact_exists: 409,

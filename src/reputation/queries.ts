@@ -1,3 +1,4 @@
+import { BROADCAST_SEND_PRIORITY } from '../emails/queries.ts';
 import type { Sql, TxSql } from '../platform/db.ts';
 import { recordAudit } from '../audit/record.ts';
 
@@ -149,13 +150,14 @@ export async function resumeProject(tx: TxSql, projectId: string): Promise<numbe
       update emails set status = 'queued', updated_at = now()
       where project_id = ${projectId}
         and (status = 'queued' or (status = 'scheduled' and scheduled_at <= now()))
-      returning id, project_id
+      returning id, project_id, broadcast_id
     )
-    -- graphile-worker takes jobs by run_at alone (ties in no set order): one microsecond apart, in
+    -- graphile-worker takes jobs by priority, then run_at (ties in no set order): one microsecond apart, in
     -- id order, the held mail is taken in the order it was accepted.
     select count(*) from graphile_worker.add_jobs(array(
       select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null,
-                 now() + (row_number() over (order by id)) * interval '1 microsecond', 25, id, null, null)::graphile_worker.job_spec
+                 now() + (row_number() over (order by id)) * interval '1 microsecond', 25, id,
+                 case when broadcast_id is null then 0 else ${BROADCAST_SEND_PRIORITY} end, null)::graphile_worker.job_spec
       from held order by id))`;
   return released.count > 0 ? Number((released[0] as { count: string }).count) : 0;
 }

@@ -27,6 +27,8 @@ const BY_TYPE: Partial<Record<string, ResendErrorName>> = {
   email_not_scheduled: 'validation_error',
   contact_exists: 'validation_error',
   contact_property_exists: 'validation_error',
+  broadcast_not_editable: 'validation_error',
+  broadcast_not_cancelable: 'validation_error',
 };
 
 /** Mailroom's errors in Resend's shape: never `{error:{…}}` nor `{detail:[…]}` under /resend. */

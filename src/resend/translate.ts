@@ -7,12 +7,10 @@ import type { EmailEnvelopeRow } from '../emails/queries.ts';
  */
 
 /** Fields of a Resend send that Mailroom takes; anything else present is refused by name. */
-const SUPPORTED = new Set(['from', 'to', 'cc', 'bcc', 'reply_to', 'subject', 'html', 'text', 'headers', 'attachments', 'tags', 'scheduled_at', 'template']);
+const SUPPORTED = new Set(['from', 'to', 'cc', 'bcc', 'reply_to', 'subject', 'html', 'text', 'headers', 'attachments', 'tags', 'scheduled_at', 'template', 'topic_id']);
 const ATTACHMENT_FIELDS = new Set(['content', 'filename', 'content_type', 'content_id']);
 /** Fields Resend has that Mailroom deliberately does not, with what to do instead. */
-const REFUSED: Record<string, string> = {
-  topic_id: 'topics are not supported; manage unsubscribes with suppressions',
-};
+const REFUSED: Record<string, string> = {};
 
 function refuse(field: string, message: string): never {
   throw new ValidationError([{ loc: ['body', field], msg: message, type: 'unsupported_field' }]);

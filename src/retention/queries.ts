@@ -42,7 +42,7 @@ export async function failExpiredUnsent(sql: Sql | TxSql, retentionDays: number,
     update emails m set status = 'failed', last_error = ${EXPIRED_UNSENT}, updated_at = now(),
       lease_owner = null, lease_expires_at = null
     from doomed d where m.id = d.id and m.project_id = d.project_id
-    returning m.id, m.project_id, m.tags`, [{ type: 'email.failed', data: { reason: EXPIRED_UNSENT, message } }]);
+    returning m.id, m.project_id, m.tags, m.broadcast_id`, [{ type: 'email.failed', data: { reason: EXPIRED_UNSENT, message } }]);
   return row?.matched ?? 0;
 }
 

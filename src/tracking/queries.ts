@@ -66,6 +66,7 @@ export function recordHitsStatement(sql: Sql | TxSql, hits: TrackingHit[]) {
       insert into events (id, project_id, email_id, type, data)
       select h.id, e.project_id, e.id, h.type,
         h.data || jsonb_build_object('to', to_jsonb(e.to_addresses || e.cc_addresses), 'tags', coalesce(e.tags, '[]'::jsonb))
+          || jsonb_strip_nulls(jsonb_build_object('broadcast_id', e.broadcast_id))
       from kept h join emails e on e.id = h.email_id and e.project_id = h.project_id
       order by h.id
       returning id, project_id, email_id, type),

@@ -41,3 +41,34 @@ export function verifyUnsubscribeToken(secretKey: string, token: string): Unsubs
     return undefined;
   }
 }
+
+/** A broadcast recipient's link: it names the contact and the topic it was sent under, if any. */
+export type ContactUnsubscribeTarget = { projectId: string; contactId: string; topicId: string | null };
+
+function contactMac(secretKey: string, payload: string): string {
+  // The same key as email tokens, a different domain: neither kind of token verifies as the other.
+  return createHmac('sha256', deriveKey(secretKey, 'unsubscribe-tokens')).update(`unsubscribe.contact.v1.${payload}`).digest('base64url');
+}
+
+/** `c.<base64url JSON {p, c, t}>.<base64url HMAC-SHA256>`. */
+export function signContactToken(secretKey: string, target: ContactUnsubscribeTarget): string {
+  const payload = Buffer.from(JSON.stringify({ p: target.projectId, c: target.contactId, t: target.topicId })).toString('base64url');
+  return `c.${payload}.${contactMac(secretKey, payload)}`;
+}
+
+export function verifyContactToken(secretKey: string, token: string): ContactUnsubscribeTarget | undefined {
+  if (token.length > 1024 || !token.startsWith('c.')) return undefined;
+  const rest = token.slice(2);
+  const dot = rest.indexOf('.');
+  if (dot <= 0 || dot !== rest.lastIndexOf('.')) return undefined;
+  const payload = rest.slice(0, dot);
+  if (!safeEqual(rest.slice(dot + 1), contactMac(secretKey, payload))) return undefined;
+  try {
+    const parsed = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { p?: unknown; c?: unknown; t?: unknown };
+    if (typeof parsed.p !== 'string' || typeof parsed.c !== 'string') return undefined;
+    if (parsed.t !== null && typeof parsed.t !== 'string') return undefined;
+    return { projectId: parsed.p, contactId: parsed.c, topicId: parsed.t };
+  } catch {
+    return undefined;
+  }
+}

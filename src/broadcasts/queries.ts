@@ -1,0 +1,305 @@
+import { idFloor } from '../platform/ids.ts';
+import type { Sql, TxSql } from '../platform/db.ts';
+
+export type BroadcastStatus = 'draft' | 'scheduled' | 'sending' | 'sent' | 'canceled';
+
+export type BroadcastRow = {
+  id: string;
+  projectId: string;
+  name: string;
+  segmentId: string;
+  topicId: string | null;
+  fromAddress: string;
+  replyToAddresses: string[];
+  subject: string;
+  previewText: string | null;
+  html: string | null;
+  text: string | null;
+  templateId: string | null;
+  templateVersion: number | null;
+  status: BroadcastStatus;
+  scheduledAt: Date | null;
+  snapshotAt: Date | null;
+  sentAt: Date | null;
+  pagedAt: Date | null;
+  canceledFrom: 'scheduled' | 'sending' | null;
+  cursor: string | null;
+  recipients: number;
+  suppressed: number;
+  createdAt: Date;
+};
+
+export type BroadcastContent = {
+  name: string;
+  segmentId: string;
+  topicId: string | null;
+  fromAddress: string;
+  replyToAddresses: string[];
+  subject: string;
+  previewText: string | null;
+  html: string | null;
+  text: string | null;
+  templateId: string | null;
+  templateVersion: number | null;
+};
+
+const COLUMNS = (sql: Sql | TxSql) => sql`id, project_id, name, segment_id, topic_id, from_address, reply_to_addresses, subject,
+  preview_text, html, text, template_id, template_version, status, scheduled_at, snapshot_at, sent_at, paged_at, canceled_from,
+  cursor, recipients, suppressed, created_at`;
+
+const asRow = (c: BroadcastContent) => ({
+  name: c.name, segment_id: c.segmentId, topic_id: c.topicId, from_address: c.fromAddress,
+  reply_to_addresses: c.replyToAddresses, subject: c.subject, preview_text: c.previewText, html: c.html, text: c.text,
+  template_id: c.templateId, template_version: c.templateVersion,
+});
+
+export async function insertBroadcast(sql: Sql | TxSql, id: string, projectId: string, content: BroadcastContent) {
+  const [row] = await sql<[BroadcastRow]>`
+    insert into broadcasts ${sql({ id, project_id: projectId, ...asRow(content) })}
+    returning ${COLUMNS(sql)}`;
+  return row;
+}
+
+export async function getBroadcast(sql: Sql | TxSql, projectId: string, id: string, lock = false) {
+  const [row] = await sql<[BroadcastRow?]>`
+    select ${COLUMNS(sql)} from broadcasts where id = ${id} and project_id = ${projectId} ${lock ? sql`for update` : sql``}`;
+  return row;
+}
+
+export async function listBroadcasts(sql: Sql, projectId: string, opts: { limit: number; startingAfter?: string; endingBefore?: string }) {
+  const rows = opts.endingBefore
+    ? (await sql<BroadcastRow[]>`
+        select ${COLUMNS(sql)} from broadcasts where project_id = ${projectId} and id > ${opts.endingBefore}
+        order by id asc limit ${opts.limit + 1}`)
+    : await sql<BroadcastRow[]>`
+        select ${COLUMNS(sql)} from broadcasts where project_id = ${projectId}
+          ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
+        order by id desc limit ${opts.limit + 1}`;
+  const page = rows.slice(0, opts.limit);
+  return { rows: opts.endingBefore ? page.reverse() : page, hasMore: rows.length > opts.limit };
+}
+
+/** The content of a draft or scheduled broadcast; undefined when it is in neither. */
+export async function updateBroadcast(sql: Sql | TxSql, projectId: string, id: string, content: BroadcastContent) {
+  const [row] = await sql<[BroadcastRow?]>`
+    update broadcasts set ${sql(asRow(content))}, updated_at = now()
+    where id = ${id} and project_id = ${projectId} and status in ('draft', 'scheduled')
+    returning ${COLUMNS(sql)}`;
+  return row;
+}
+
+/** Removes a draft or scheduled broadcast and its waiting job; undefined when it is in neither. */
+export async function deleteBroadcast(sql: Sql, projectId: string, id: string) {
+  return sql.begin(async (tx) => {
+    const [row] = await tx<[{ id: string }?]>`
+      delete from broadcasts where id = ${id} and project_id = ${projectId} and status in ('draft', 'scheduled') returning id`;
+    if (row) await tx`select graphile_worker.remove_job(${sendJobKey(id)})`;
+    return row;
+  });
+}
+
+/** One job per broadcast: a re-enqueue replaces the waiting one. */
+export const sendJobKey = (broadcastId: string) => `broadcast__send:${broadcastId}`;
+
+/**
+ * Below a broadcast's emails and above nothing else: the next page is made only when a worker
+ * slot is free of transactional mail, yet before the page's own emails.
+ */
+export const BROADCAST_TASK_PRIORITY = 5;
+
+export function broadcastJob(sql: Sql | TxSql, broadcastId: string, projectId: string, runAt: ReturnType<Sql>) {
+  return sql`graphile_worker.add_job('broadcast__send',
+    json_build_object('broadcast_id', ${broadcastId}::text, 'project_id', ${projectId}::text),
+    run_at := ${runAt}, max_attempts := 25, job_key := ${sendJobKey(broadcastId)}, priority := ${BROADCAST_TASK_PRIORITY}::int)`;
+}
+
+/**
+ * `send`: a draft (or a scheduled one sent again) becomes `sending` now, its recipients fixed as
+ * of this moment, or `scheduled` for `at`, with its job in the same transaction. The job's time
+ * is the row's, on the database's clock (§16.9). Undefined when it is not draft or scheduled.
+ */
+export async function startBroadcast(sql: Sql, projectId: string, id: string, at: Date | null) {
+  return sql.begin(async (tx) => {
+    const [row] = await tx<[BroadcastRow?]>`
+      update broadcasts set
+        status = case when ${at}::timestamptz > now() then 'scheduled' else 'sending' end,
+        scheduled_at = case when ${at}::timestamptz > now() then ${at}::timestamptz end,
+        snapshot_at = case when ${at}::timestamptz > now() then null else now() end,
+        cursor = null, paged_at = null, canceled_from = null, updated_at = now()
+      where id = ${id} and project_id = ${projectId} and status in ('draft', 'scheduled')
+      returning ${COLUMNS(tx)}`;
+    if (!row) return undefined;
+    await tx`select ${broadcastJob(tx, id, projectId, tx`coalesce(${row.scheduledAt}::timestamptz, now())`)}`;
+    return row;
+  });
+}
+
+/**
+ * `cancel`: a scheduled broadcast goes back to draft; a sending one stops, and its emails not yet
+ * claimed are canceled (bounded: only a window of them is ever queued). Undefined otherwise.
+ */
+export async function cancelBroadcast(sql: Sql, projectId: string, id: string) {
+  return sql.begin(async (tx) => {
+    const [row] = await tx<[BroadcastRow?]>`
+      update broadcasts set
+        status = case when status = 'scheduled' then 'draft' else 'canceled' end,
+        canceled_from = status, scheduled_at = null, updated_at = now()
+      where id = ${id} and project_id = ${projectId} and status in ('scheduled', 'sending')
+      returning ${COLUMNS(tx)}`;
+    if (!row) return undefined;
+    await tx`select graphile_worker.remove_job(${sendJobKey(id)})`;
+    if (row.status === 'canceled') {
+      await tx`update emails set status = 'canceled', updated_at = now()
+        where broadcast_id = ${id} and project_id = ${projectId} and status = 'queued'`;
+    }
+    return row;
+  });
+}
+
+/** A scheduled broadcast that fell due: `sending`, with its recipients fixed as of now. */
+export async function beginDue(tx: TxSql, projectId: string, id: string) {
+  await tx`update broadcasts set status = 'sending', snapshot_at = now(), updated_at = now()
+    where id = ${id} and project_id = ${projectId} and status = 'scheduled' and scheduled_at <= now() + interval '1 second'`;
+}
+
+/**
+ * A broadcast's emails not yet settled, counted up to `cap`: how far it runs ahead of its sends.
+ * Read by the partial index of unsent broadcast mail, which holds only that window.
+ */
+export async function unsentCount(sql: Sql, projectId: string, id: string, cap: number): Promise<number> {
+  const [row] = await sql<[{ n: number }]>`
+    select count(*)::int as n from (select 1 from emails
+      where broadcast_id = ${id} and project_id = ${projectId} and status in ('queued', 'sending') limit ${cap}) w`;
+  return row.n;
+}
+
+export type PageContact = {
+  id: string;
+  email: string;
+  firstName: string | null;
+  lastName: string | null;
+  properties: Record<string, string | number>;
+  /** Whether the contact receives it now: not unsubscribed, and the topic's rule lets it. */
+  receives: boolean;
+};
+
+/**
+ * The next `size` members of the segment after `cursor` that were members at the snapshot, in
+ * contact id order (the segment's primary key), each with whether it receives the broadcast now.
+ * The cursor moves past every member read, so a page costs the same however many are filtered.
+ */
+export async function nextPage(tx: TxSql, b: BroadcastRow, size: number): Promise<PageContact[]> {
+  return tx<PageContact[]>`
+    select c.id, c.email, c.first_name, c.last_name, c.properties,
+      not c.unsubscribed ${b.topicId ? tx`and coalesce(ct.subscription, t.default_subscription) = 'opt_in'` : tx``} as receives
+    from (select contact_id from contact_segments
+          where segment_id = ${b.segmentId} and project_id = ${b.projectId} and created_at <= ${b.snapshotAt}
+            ${b.cursor ? tx`and contact_id > ${b.cursor}` : tx``}
+          order by contact_id limit ${size}) m
+    join contacts c on c.id = m.contact_id and c.project_id = ${b.projectId}
+    ${b.topicId ? tx`left join topics t on t.id = ${b.topicId} and t.project_id = ${b.projectId}
+      left join contact_topics ct on ct.contact_id = c.id and ct.topic_id = ${b.topicId}` : tx``}
+    order by c.id`;
+}
+
+export async function insertRecipients(tx: TxSql, rows: { broadcastId: string; contactId: string; projectId: string; email: string; emailId: string | null; skipped: string | null }[]) {
+  if (rows.length === 0) return;
+  await tx`
+    insert into broadcast_recipients (broadcast_id, contact_id, project_id, email, email_id, skipped)
+    select * from jsonb_to_recordset(${tx.json(rows.map((r) => ({ b: r.broadcastId, c: r.contactId, p: r.projectId, e: r.email, m: r.emailId, s: r.skipped })))})
+      as r(b text, c text, p text, e text, m text, s text)
+    on conflict do nothing`;
+}
+
+/** The page's cursor and tallies, and `paged_at` once the segment is read to its end. */
+export async function advance(tx: TxSql, b: BroadcastRow, cursor: string | null, made: number, suppressed: number, done: boolean) {
+  await tx`update broadcasts set cursor = ${cursor}, recipients = recipients + ${made}, suppressed = suppressed + ${suppressed},
+      paged_at = ${done ? tx`now()` : tx`null`}, updated_at = now()
+    where id = ${b.id} and project_id = ${b.projectId}`;
+}
+
+export async function markBroadcastSent(sql: Sql, projectId: string, id: string) {
+  await sql`update broadcasts set status = 'sent', sent_at = now(), updated_at = now()
+    where id = ${id} and project_id = ${projectId} and status = 'sending'`;
+}
+
+/** A copy as a new draft. */
+export async function duplicateBroadcast(sql: Sql, projectId: string, id: string, newId: string) {
+  const [row] = await sql<[BroadcastRow?]>`
+    insert into broadcasts (id, project_id, name, segment_id, topic_id, from_address, reply_to_addresses, subject, preview_text,
+      html, text, template_id, template_version)
+    select ${newId}, project_id, name, segment_id, topic_id, from_address, reply_to_addresses, subject, preview_text,
+      html, text, template_id, template_version
+    from broadcasts where id = ${id} and project_id = ${projectId}
+    returning ${COLUMNS(sql)}`;
+  return row;
+}
+
+export type BroadcastCounts = Record<'recipients' | 'suppressed' | 'queued' | 'sent' | 'delivered' | 'opened' | 'clicked' | 'bounced' | 'complained' | 'unsubscribed' | 'failed', number>;
+
+/**
+ * The counts, in one grouped read over the broadcast's emails (by their broadcast's index) and
+ * its recipients' rows; recipients and suppressed are the tallies the pages keep.
+ */
+export async function broadcastCounts(sql: Sql, b: BroadcastRow): Promise<BroadcastCounts> {
+  const [row] = await sql<[Omit<BroadcastCounts, 'recipients' | 'suppressed' | 'unsubscribed' | 'bounced' | 'complained'>]>`
+    select count(*) filter (where status in ('queued', 'sending', 'scheduled'))::int as queued,
+      count(*) filter (where status = 'sent')::int as sent,
+      count(*) filter (where delivered_at is not null)::int as delivered,
+      count(*) filter (where opened_at is not null)::int as opened,
+      count(*) filter (where clicked_at is not null)::int as clicked,
+      count(*) filter (where status = 'failed')::int as failed
+    from emails where broadcast_id = ${b.id} and project_id = ${b.projectId}`;
+  // Bounces and complaints: the project's events of those two kinds about emails made since the
+  // broadcast began (events are partitioned by email id, so only those days are read), matched to its emails.
+  const [rated] = b.snapshotAt ? await sql<[{ bounced: number; complained: number }]>`
+    select count(distinct ev.email_id) filter (where ev.type = 'email.bounced')::int as bounced,
+      count(distinct ev.email_id) filter (where ev.type = 'email.complained')::int as complained
+    from events ev join emails e on e.id = ev.email_id and e.project_id = ev.project_id
+    where ev.project_id = ${b.projectId} and ev.email_id >= ${idFloor('email', b.snapshotAt.getTime() - 60_000)}
+      and ev.type in ('email.bounced', 'email.complained') and e.broadcast_id = ${b.id}` : [{ bounced: 0, complained: 0 }];
+  const [unsub] = await sql<[{ n: number }]>`
+    select count(*)::int as n from broadcast_recipients r join contacts c on c.id = r.contact_id and c.project_id = r.project_id
+    ${b.topicId ? sql`left join contact_topics ct on ct.contact_id = c.id and ct.topic_id = ${b.topicId}` : sql``}
+    where r.broadcast_id = ${b.id} and r.email_id is not null
+      and (c.unsubscribed ${b.topicId ? sql`or ct.subscription = 'opt_out'` : sql``})`;
+  return { recipients: b.recipients, suppressed: b.suppressed, ...row, ...rated, unsubscribed: unsub.n };
+}
+
+export const RECIPIENT_TYPES = ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'complained', 'unsubscribed', 'suppressed', 'failed'] as const;
+export type RecipientType = (typeof RECIPIENT_TYPES)[number];
+
+export type RecipientRow = { contactId: string; email: string; emailId: string | null };
+
+/** A page of the broadcast's recipients of one kind, in contact id order. */
+export async function listRecipients(sql: Sql, b: BroadcastRow, type: RecipientType, opts: { limit: number; startingAfter?: string }) {
+  const filter = {
+    suppressed: sql`r.skipped = 'suppressed'`,
+    unsubscribed: sql`r.email_id is not null and exists (select 1 from contacts c
+      ${b.topicId ? sql`left join contact_topics ct on ct.contact_id = c.id and ct.topic_id = ${b.topicId}` : sql``}
+      where c.id = r.contact_id and c.project_id = r.project_id and (c.unsubscribed ${b.topicId ? sql`or ct.subscription = 'opt_out'` : sql``}))`,
+    sent: sql`e.status = 'sent'`,
+    delivered: sql`e.delivered_at is not null`,
+    opened: sql`e.opened_at is not null`,
+    clicked: sql`e.clicked_at is not null`,
+    failed: sql`e.status = 'failed'`,
+    bounced: sql`exists (select 1 from events ev where ev.email_id = e.id and ev.project_id = e.project_id and ev.type = 'email.bounced')`,
+    complained: sql`exists (select 1 from events ev where ev.email_id = e.id and ev.project_id = e.project_id and ev.type = 'email.complained')`,
+  }[type];
+  const rows = await sql<RecipientRow[]>`
+    select r.contact_id, r.email, r.email_id from broadcast_recipients r
+    left join emails e on e.id = r.email_id and e.project_id = r.project_id
+    where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and ${filter}
+      ${opts.startingAfter ? sql`and r.contact_id > ${opts.startingAfter}` : sql``}
+    order by r.contact_id limit ${opts.limit + 1}`;
+  return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
+}
+
+/** The links clicked in the broadcast's emails, with all and unique clicks. */
+export async function clickedLinks(sql: Sql, b: BroadcastRow) {
+  return sql<{ url: string; clicks: number; uniqueClicks: number }[]>`
+    select ev.data->>'link' as url, count(*)::int as clicks, count(distinct ev.email_id)::int as unique_clicks
+    from emails e join events ev on ev.email_id = e.id and ev.project_id = e.project_id and ev.type = 'email.clicked'
+    where e.broadcast_id = ${b.id} and e.project_id = ${b.projectId} and ev.data->>'link' is not null
+    group by 1 order by clicks desc, url limit 1000`;
+}

@@ -1,0 +1,104 @@
+import type { z } from '@hono/zod-openapi';
+import type { Config } from '../platform/config.ts';
+import type { Sql } from '../platform/db.ts';
+import { isWellFormedId, newId } from '../platform/ids.ts';
+import { ApiError, ValidationError, validationErrorFromZod } from '../http/errors.ts';
+import * as q from './queries.ts';
+import type { BroadcastContent, BroadcastRow } from './queries.ts';
+import { CreateBroadcastRequest, SendBroadcastRequest, UpdateBroadcastRequest } from './schemas.ts';
+import { parseScheduledAt } from './schedule.ts';
+
+/** Broadcasts as every surface (`/v1`, `/resend`) manages them; the routes only translate. */
+
+export async function requireBroadcast(sql: Sql, projectId: string, id: string): Promise<BroadcastRow> {
+  const b = isWellFormedId('broadcast', id) ? await q.getBroadcast(sql, projectId, id) : undefined;
+  if (!b) throw new ApiError('not_found', 'Broadcast not found.');
+  return b;
+}
+
+/** The segment and topic must be the project's own; named by id, checked with the project in the where. */
+async function checkRefs(sql: Sql, projectId: string, content: BroadcastContent) {
+  const problems = [];
+  const [segment] = isWellFormedId('segment', content.segmentId)
+    ? await sql`select 1 from segments where id = ${content.segmentId} and project_id = ${projectId}` : [];
+  if (!segment) problems.push({ loc: ['body', 'segment_id'], msg: 'No segment of this project has that id', type: 'not_found', input: content.segmentId });
+  if (content.topicId !== null) {
+    const [topic] = isWellFormedId('topic', content.topicId)
+      ? await sql`select 1 from topics where id = ${content.topicId} and project_id = ${projectId}` : [];
+    if (!topic) problems.push({ loc: ['body', 'topic_id'], msg: 'No topic of this project has that id', type: 'not_found', input: content.topicId });
+  }
+  if (content.html === null && content.text === null) problems.push({ loc: ['body', 'html'], msg: 'A broadcast needs html or text', type: 'missing' });
+  if (problems.length) throw new ValidationError(problems);
+}
+
+function contentOf(body: z.infer<typeof UpdateBroadcastRequest>, base?: BroadcastRow): BroadcastContent {
+  const has = (k: keyof typeof body) => Object.hasOwn(body, k);
+  const replyTo = body.reply_to === undefined ? base?.replyToAddresses ?? [] : Array.isArray(body.reply_to) ? body.reply_to : [body.reply_to];
+  return {
+    name: body.name ?? base?.name ?? '',
+    segmentId: body.segment_id ?? base!.segmentId,
+    topicId: has('topic_id') ? body.topic_id ?? null : base?.topicId ?? null,
+    fromAddress: body.from ?? base!.fromAddress,
+    replyToAddresses: replyTo,
+    subject: body.subject ?? base!.subject,
+    previewText: has('preview_text') ? body.preview_text ?? null : base?.previewText ?? null,
+    html: has('html') ? body.html ?? null : base?.html ?? null,
+    text: has('text') ? body.text ?? null : base?.text ?? null,
+    templateId: base?.templateId ?? null,
+    templateVersion: base?.templateVersion ?? null,
+  };
+}
+
+const parse = <T extends z.ZodType>(schema: T, body: unknown): z.infer<T> => {
+  const parsed = schema.safeParse(body ?? {});
+  if (!parsed.success) throw validationErrorFromZod(parsed.error, 'json');
+  return parsed.data;
+};
+
+export async function createBroadcast(sql: Sql, projectId: string, body: unknown) {
+  const content = contentOf(parse(CreateBroadcastRequest, body));
+  await checkRefs(sql, projectId, content);
+  return q.insertBroadcast(sql, newId('broadcast'), projectId, content);
+}
+
+const notEditable = (b: BroadcastRow) => new ApiError('broadcast_not_editable', `The broadcast is ${b.status}; only a draft or scheduled broadcast can change.`);
+
+export async function updateBroadcast(sql: Sql, projectId: string, id: string, body: unknown) {
+  const b = await requireBroadcast(sql, projectId, id);
+  const content = contentOf(parse(UpdateBroadcastRequest, body), b);
+  await checkRefs(sql, projectId, content);
+  const row = await q.updateBroadcast(sql, projectId, id, content);
+  if (!row) throw notEditable(b);
+  return row;
+}
+
+export async function deleteBroadcast(sql: Sql, projectId: string, id: string) {
+  const b = await requireBroadcast(sql, projectId, id);
+  if (!await q.deleteBroadcast(sql, projectId, id)) throw notEditable(b);
+  return b;
+}
+
+/** `send`: now, or at `scheduled_at`. Needs PUBLIC_BASE_URL, where every copy's unsubscribe link points. */
+export async function sendBroadcast(config: Config, sql: Sql, projectId: string, id: string, body: unknown) {
+  const { scheduled_at: when } = parse(SendBroadcastRequest, body);
+  const at = when ? parseScheduledAt(when) : null;
+  const b = await requireBroadcast(sql, projectId, id);
+  if (!config.publicBaseUrl) {
+    throw new ValidationError([{ loc: ['body'], msg: 'Broadcasts need PUBLIC_BASE_URL: every copy carries a one-click unsubscribe link under it', type: 'public_base_url_required' }]);
+  }
+  const row = await q.startBroadcast(sql, projectId, id, at);
+  if (!row) throw notEditable(b);
+  return row;
+}
+
+export async function cancelBroadcast(sql: Sql, projectId: string, id: string) {
+  const b = await requireBroadcast(sql, projectId, id);
+  const row = await q.cancelBroadcast(sql, projectId, id);
+  if (!row) throw new ApiError('broadcast_not_cancelable', `The broadcast is ${b.status}; only a scheduled or sending broadcast can be canceled.`);
+  return row;
+}
+
+export async function duplicateBroadcast(sql: Sql, projectId: string, id: string) {
+  await requireBroadcast(sql, projectId, id);
+  return (await q.duplicateBroadcast(sql, projectId, id, newId('broadcast')))!;
+}

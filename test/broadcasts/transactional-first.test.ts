@@ -1,0 +1,41 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createTestContext } from '../helpers/app.ts';
+import { startTestWorker } from '../helpers/worker.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { createLogger } from '../../src/platform/log.ts';
+import { broadcastSendTask, BROADCAST_MAX_AHEAD } from '../../src/broadcasts/send.task.ts';
+import { seedSegment } from './fixtures.ts';
+
+const ctx = await createTestContext({ env: { PUBLIC_BASE_URL: 'https://mail.example.test', WORKER_CONCURRENCY: '4' } });
+
+test('transactional mail accepted behind a queued broadcast page reaches the provider first', { timeout: 180_000 }, async () => {
+  const { projectId, key } = await ctx.tenant('bc-first');
+  const { segmentId } = await seedSegment(ctx.sql, projectId, 600);
+  const res = await ctx.call(key, '/v1/broadcasts', { method: 'POST', body: { segment_id: segmentId, from: 'a@example.test', subject: 's', text: 'x' } });
+  const { id } = (await res.json()) as { id: string };
+  assert.equal((await ctx.call(key, `/v1/broadcasts/${id}/send`, { method: 'POST' })).status, 200);
+  // One page made before any worker runs: 500 broadcast emails wait in the queue, and no more.
+  const task = broadcastSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
+  await task({ broadcast_id: id, project_id: projectId }, undefined as never);
+  await task({ broadcast_id: id, project_id: projectId }, undefined as never);
+  const [queued] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from emails where broadcast_id = ${id}`;
+  assert.ok(queued.n > 0 && queued.n <= BROADCAST_MAX_AHEAD, `a bounded window is queued ahead (${queued.n})`);
+
+  const transactional: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const sent = await ctx.call(key, '/v1/emails', { method: 'POST', body: { from: 'a@example.test', to: `reset${i}@example.test`, subject: 'Reset', text: 'x' } });
+    transactional.push(((await sent.json()) as { id: string }).id);
+  }
+  await startTestWorker(ctx.config, ctx.sql);
+  await waitFor('the broadcast to be sent', async () => {
+    const [b] = await ctx.sql<[{ status: string }]>`select status from broadcasts where id = ${id}`;
+    return b.status === 'sent';
+  }, 150_000, 200);
+  const order = await ctx.sql<{ id: string }[]>`select id from emails where project_id = ${projectId} order by sent_at, id`;
+  const positions = transactional.map((t) => order.findIndex((o) => o.id === t));
+  // Claims go by priority: only sends already taken when the worker started (its concurrency) can be ahead.
+  assert.ok(positions.every((p) => p >= 0 && p < 4 + 3), `transactional sent first (positions ${positions})`);
+  const [total] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from emails where broadcast_id = ${id} and status = 'sent'`;
+  assert.equal(total.n, 600);
+});
