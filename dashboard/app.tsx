@@ -18,6 +18,7 @@ import { registerSuppressionRoutes } from './routes/suppressions.tsx';
 import { registerTemplateRoutes } from './routes/templates.tsx';
 import { registerContactRoutes } from './routes/contacts.tsx';
 import { registerImportRoutes, STREAMED_UPLOAD } from './routes/imports.tsx';
+import { registerBroadcastRoutes } from './routes/broadcasts.tsx';
 import { registerAssetRoutes } from './routes/assets.ts';
 import { registerAuditRoutes } from './routes/audit.tsx';
 import { currentSession } from './session.ts';
@@ -133,6 +134,7 @@ export function createDashboard() {
   registerTemplateRoutes(app);
   registerContactRoutes(app);
   registerImportRoutes(app);
+  registerBroadcastRoutes(app);
   registerWebhookRoutes(app);
   registerDomainRoutes(app);
   registerKeyRoutes(app);

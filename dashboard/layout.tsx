@@ -89,6 +89,7 @@ const PROJECT_PAGES = [
   ['/contacts', 'Contacts'],
   ['/segments', 'Segments'],
   ['/topics', 'Topics'],
+  ['/broadcasts', 'Broadcasts'],
   ['/suppressions', 'Suppressions'],
   ['/webhooks', 'Webhooks'],
   ['/domains', 'Domains'],

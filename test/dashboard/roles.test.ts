@@ -11,6 +11,7 @@ import { createContact } from '../../src/contacts/service.ts';
 import { createSegment } from '../../src/segments/service.ts';
 import { createTopic } from '../../src/topics/service.ts';
 import { createImport } from '../../src/contacts/imports/service.ts';
+import { createBroadcast } from '../../src/broadcasts/service.ts';
 import { createTestContext } from '../helpers/app.ts';
 import { memberSession } from './client.ts';
 
@@ -28,13 +29,14 @@ const segment = await createSegment(ctx.sql, projectId, { name: 'Customers' });
 const topic = await createTopic(ctx.sql, projectId, { name: 'News', default_subscription: 'opt_in' });
 const contact = await createContact(ctx.sql, projectId, { email: 'ann@example.com', segment_ids: [segment.id] });
 const imported = await createImport(ctx.sql, projectId, { file: (async function* () { yield Buffer.from('email\nbo@example.com\n'); })(), fields: {} }, 1 << 20);
+const broadcast = await createBroadcast(ctx.sql, projectId, { segment_id: segment.id, from: 'news@example.com', subject: 'Hi', html: '<p>Hi</p>' });
 const sessions = Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await memberSession(ctx, r)] as const))) as Record<Role, Awaited<ReturnType<typeof memberSession>>>;
 const target = await memberSession(ctx, 'developer', 'target@example.com');
 const invitation = await createInvitation(ctx.sql, { email: 'invited@example.com', role: 'developer', invitedBy: null, baseUrl: 'http://x' });
 
 const PARAMS: Record<string, string> = {
   projectId, keyId, endpointId: endpoint.id, templateId: template.id, memberId: target.id, invitationId: invitation.id,
-  contactId: contact.id, segmentId: segment.id, topicId: topic.id, importId: imported.id,
+  contactId: contact.id, segmentId: segment.id, topicId: topic.id, importId: imported.id, broadcastId: broadcast.id,
   domainId: newId('domain'), deliveryId: newId('delivery'), emailId: newId('email'), messageId: newId('sinkMessage'),
 };
 
@@ -60,6 +62,10 @@ const FIELDS: Record<string, Record<string, string>> = {
   '/projects/:projectId/topics/:topicId': { name: 'Renamed' },
   '/projects/:projectId/segments': { name: 'Other' },
   '/projects/:projectId/segments/:segmentId': { name: 'Renamed' },
+  '/projects/:projectId/broadcasts': { segment_id: segment.id, from: 'news@example.com', subject: 'Other', html: '<p>x</p>' },
+  '/projects/:projectId/broadcasts/:broadcastId': { segment_id: segment.id, from: 'news@example.com', subject: 'Renamed', html: '<p>y</p>' },
+  '/projects/:projectId/broadcasts/:broadcastId/test': { to: 'qa@example.com' },
+  '/projects/:projectId/broadcasts/:broadcastId/send': { scheduled_at: 'in 1 hour' },
 };
 
 const url = (path: string) => `/dashboard${path === '/' ? '' : path}`.replace(/:(\w+)/g, (_, name: string) => PARAMS[name]!);
