@@ -22,8 +22,12 @@ export const PERMISSIONS = {
   'domains.manage': DEVELOPERS,
   'templates.manage': DEVELOPERS,
   'suppressions.manage': DEVELOPERS,
-  /** Contacts, their segments and topic choices, the project's topics and segments, imports. */
+  /**
+   * Contacts, their segments and topic choices, the project's topics and segments, CSV imports:
+   * the data a project's application also manages through the API with any full key.
+   */
   'contacts.manage': DEVELOPERS,
+  /** Composing, testing, sending, scheduling and canceling broadcasts, as a full key may. */
   'broadcasts.manage': DEVELOPERS,
   'inbox.clear': DEVELOPERS,
   'projects.resume': DEVELOPERS,

@@ -12,12 +12,16 @@ type Base = { csrf: string; email: string; project: Project };
 export const BROADCAST_COUNTS = ['recipients', 'suppressed', 'queued', 'sent', 'delivered', 'opened', 'clicked', 'bounced', 'complained', 'unsubscribed', 'failed'] as const;
 
 export const editable = (b: BroadcastRow) => b.status === 'draft' || b.status === 'scheduled';
-export const broadcastDone = (b: BroadcastRow) => b.status !== 'sending';
+/**
+ * Whether the bar has stopped: the broadcast is no longer paging its segment and none of its
+ * copies waits in the queue (a `sent` broadcast's last copies may still be on their way).
+ */
+export const broadcastDone = (b: BroadcastRow, c: BroadcastCounts) => b.status !== 'sending' && c.queued === 0;
 
 /** Recipients handed to the provider or settled (sent or failed), in whole percent of the recipients. */
 export function broadcastPercent(b: BroadcastRow, c: BroadcastCounts): number {
-  if (b.status === 'sent') return 100;
-  return c.recipients > 0 ? Math.min(100, Math.floor(((c.sent + c.failed) / c.recipients) * 100)) : 0;
+  if (c.recipients === 0) return b.status === 'sent' ? 100 : 0;
+  return Math.min(100, Math.floor(((c.sent + c.failed) / c.recipients) * 100));
 }
 
 export type BroadcastTyped = Partial<Record<'name' | 'segment_id' | 'topic_id' | 'from' | 'subject' | 'preview_text' | 'html' | 'text', string>>;
@@ -113,7 +117,7 @@ export function BroadcastPage(props: Base & {
 }) {
   const b = props.broadcast;
   const p = `${BASE}/projects/${props.project.id}/broadcasts/${b.id}`;
-  const done = broadcastDone(b);
+  const done = broadcastDone(b, props.counts);
   const percent = broadcastPercent(b, props.counts);
   return (
     <Layout title={b.name || 'Broadcast'} csrf={props.csrf} email={props.email} project={props.project}

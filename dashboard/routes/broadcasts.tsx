@@ -180,7 +180,7 @@ export function registerBroadcastRoutes(app: Hono<DashEnv>) {
       if (!b) return undefined;
       const counts = await broadcastCounts(sql, b);
       return {
-        status: b.status, percent: broadcastPercent(b, counts), done: broadcastDone(b),
+        status: b.status, percent: broadcastPercent(b, counts), done: broadcastDone(b, counts),
         counts: Object.fromEntries(BROADCAST_COUNTS.map((k) => [k, counts[k]])),
       };
     });

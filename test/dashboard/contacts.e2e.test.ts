@@ -1,4 +1,4 @@
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser } from 'playwright-core';
 import { createTestContext } from '../helpers/app.ts';
@@ -7,6 +7,8 @@ import { ROLES } from '../../src/members/roles.ts';
 import { createContact } from '../../src/contacts/service.ts';
 import { createSegment } from '../../src/segments/service.ts';
 import { createTopic } from '../../src/topics/service.ts';
+import { createBroadcast } from '../../src/broadcasts/service.ts';
+import { startTestWorker } from '../helpers/worker.ts';
 import { memberSession } from './client.ts';
 
 const skip = browserSkip('the contacts browser test');
@@ -19,8 +21,8 @@ async function signedIn(ctx: Awaited<ReturnType<typeof createTestContext>>, brow
   return watchPage(await context.newPage(), errors);
 }
 
-test('a real browser: Contacts, Topics and Segments for every role; a developer searches and creates a topic', { skip, timeout: 180_000 }, async () => {
-  const ctx = await createTestContext({ env: { NODE_ENV: 'development' } });
+test('a real browser: Contacts, Topics, Segments and Broadcasts for every role; a developer searches, creates a topic and watches a broadcast send', { skip, timeout: 240_000 }, async () => {
+  const ctx = await createTestContext({ env: { NODE_ENV: 'development', PUBLIC_BASE_URL: 'https://mail.example.test' } });
   const origin = await serveApp(ctx.app);
   const browser = await launchBrowser();
   const errors: string[] = [];
@@ -30,6 +32,7 @@ test('a real browser: Contacts, Topics and Segments for every role; a developer 
   const ann = await createContact(ctx.sql, projectId, { email: 'ann@example.com', first_name: 'Ann', segment_ids: [seg.id] });
   await createContact(ctx.sql, projectId, { email: 'bob@example.com' });
   const P = `${origin}/dashboard/projects/${projectId}`;
+  const bc = await createBroadcast(ctx.sql, projectId, { name: 'Launch', segment_id: seg.id, from: 'news@example.test', subject: 'Hi {{{contact.first_name|there}}}', html: '<p>Hello {{{contact.first_name|there}}}</p>' });
 
   for (const role of ROLES) {
     const page = await signedIn(ctx, browser, origin, role, errors);
@@ -43,7 +46,12 @@ test('a real browser: Contacts, Topics and Segments for every role; a developer 
     assert.match((await page.textContent('#topics'))!, /Product news/);
     await page.goto(`${P}/segments`);
     assert.match((await page.textContent('#segments'))!, /Customers/);
-    for (const path of ['/contacts', `/contacts/${ann.id}`, '/topics', '/segments']) {
+    await page.click('header nav a:text("Broadcasts")');
+    await page.waitForURL(`${P}/broadcasts`);
+    assert.match((await page.textContent('#broadcasts'))!, /Launch/);
+    await page.click('#broadcasts a:text("Launch")');
+    assert.equal(await page.frameLocator('#broadcast-preview').locator('p').first().textContent(), 'Hello there');
+    for (const path of ['/contacts', `/contacts/${ann.id}`, '/topics', '/segments', '/broadcasts', `/broadcasts/${bc.id}`]) {
       await page.goto(`${P}${path}`);
       const forms = await page.locator('form[method=post]').evaluateAll((fs) => fs.map((f) => f.getAttribute('action')));
       if (role === 'viewer') {
@@ -80,6 +88,22 @@ test('a real browser: Contacts, Topics and Segments for every role; a developer 
   assert.equal(row.defaultSubscription, 'opt_out');
   const [audit] = await ctx.sql<[{ actorType: string }]>`select actor_type from audit_log where action = 'topic.created' and project_id = ${projectId} order by id desc limit 1`;
   assert.equal(audit.actorType, 'member');
+
+  // The developer previews the broadcast as Ann, sends it now, and watches the bar reach the end without reloading.
+  await dev.goto(`${P}/broadcasts/${bc.id}`);
+  await dev.fill('#preview-for input[name=contact]', 'ann@example.com');
+  await dev.click('#preview-for button:text("Preview")');
+  await dev.waitForURL(/contact=ann%40example\.com/);
+  assert.equal(await dev.frameLocator('#broadcast-preview').locator('p').first().textContent(), 'Hello Ann');
+  await dev.click('button:text("Send or schedule")');
+  await dev.waitForSelector('#broadcast-progress');
+  assert.equal(await dev.textContent('#progress-status'), 'sending');
+  const worker = await startTestWorker(ctx.config, ctx.sql);
+  after(() => worker.stop());
+  await dev.waitForFunction(() => document.getElementById('progress-status')?.textContent === 'sent', undefined, { timeout: 60_000 });
+  assert.equal(await dev.getAttribute('#broadcast-progress', 'value'), '100');
+  assert.equal(await dev.textContent('[data-count="recipients"]'), '1');
+  assert.equal(await dev.textContent('[data-count="sent"]'), '1');
 
   assert.deepEqual(errors, []);
 });
