@@ -150,6 +150,8 @@ export function createDashboard() {
     if (err instanceof ApiError && err.type === 'not_found') return errorPage(c, 404, 'Not found', err.message);
     if (err instanceof ApiError && err.status === 409) return errorPage(c, 409, 'Could not do that', err.message);
     if (err instanceof ValidationError) return errorPage(c, 422, 'Could not do that', err.message);
+    // A project's template work queued past its bound (§22.8).
+    if (err instanceof ApiError && err.type === 'rate_limit_exceeded') return errorPage(c, 429, 'Busy', err.message);
     c.var.deps.log.error({ err, requestId: c.var.requestId, path: c.req.path }, 'dashboard error');
     return c.html('<!doctype html><title>Error</title><p>Something went wrong. The error was logged.</p>', 500);
   });

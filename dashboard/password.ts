@@ -5,10 +5,49 @@ import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:c
 const PARAMS = { N: 2 ** 17, r: 8, p: 1 };
 const KEY_LENGTH = 64;
 
+/** More password checks are waiting than the process will queue; the route answers 429. */
+export class PasswordWorkBusy extends Error {
+  constructor() {
+    super('Too many password checks are waiting; try again in a moment.');
+  }
+}
+
+/** Runs at most `concurrency` tasks at once, in arrival order; past `maxWaiting` waiting, refuses. */
+export class WorkQueue {
+  private running = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(private readonly concurrency: number, private readonly maxWaiting: number) {}
+
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.running >= this.concurrency) {
+      if (this.waiting.length >= this.maxWaiting) throw new PasswordWorkBusy();
+      await new Promise<void>((resolve) => this.waiting.push(resolve));
+    } else {
+      this.running++;
+    }
+    try {
+      return await work();
+    } finally {
+      // The slot passes straight to the next waiter, so a newcomer never jumps the queue.
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.running--;
+    }
+  }
+}
+
+/**
+ * Each hash holds 128 MiB (128 · r · N bytes) and a thread of libuv's pool of four. One runs at a
+ * time per process, so a flood of sign-ins or joins waits its turn instead of taking the memory
+ * (and the pool that file and DNS work share); past 32 waiting the next is refused.
+ */
+const hashing = new WorkQueue(1, 32);
+
 function derive(password: string, salt: Buffer, opts: ScryptOptions): Promise<Buffer> {
-  return new Promise((resolve, reject) =>
+  return hashing.run(() => new Promise((resolve, reject) =>
     scrypt(password.normalize('NFC'), salt, KEY_LENGTH, { ...opts, maxmem: 256 * 1024 * 1024 }, (err, key) => (err ? reject(err) : resolve(key))),
-  );
+  ));
 }
 
 export async function hashPassword(password: string): Promise<string> {
@@ -28,7 +67,10 @@ export async function verifyPassword(password: string, stored: string): Promise<
 // Compared against when the email is unknown, so a miss costs as long as a wrong password.
 let dummy: Promise<string> | undefined;
 export function dummyHash(): Promise<string> {
-  dummy ??= hashPassword(randomBytes(16).toString('hex'));
+  dummy ??= hashPassword(randomBytes(16).toString('hex')).catch((err: unknown) => {
+    dummy = undefined; // refused while busy: made on a later call
+    throw err;
+  });
   return dummy;
 }
 

@@ -46,6 +46,13 @@ export async function findSession(sql: Sql, token: string): Promise<Session | un
   return row;
 }
 
+/** Whether a session (by its stored id) still stands: not ended, not expired, its member still one. */
+export async function sessionStands(sql: Sql, id: string): Promise<boolean> {
+  const [row] = await sql`
+    select 1 from dashboard_sessions s join members m on m.id = s.member_id where s.id = ${id} and s.expires_at > now()`;
+  return row !== undefined;
+}
+
 /** HttpOnly, SameSite=Lax, and Secure whenever the request came over https (directly or via a trusted proxy). */
 export function cookieOptions(c: Context<DashEnv>, maxAge: number) {
   return { httpOnly: true, sameSite: 'Lax' as const, path: '/', secure: isHttps(c, c.var.deps.config.trustProxy), maxAge };

@@ -25,8 +25,9 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.join(ROOT, 'dist');
 const BUILDS = path.join(DIST, '.b');
 const ENTRIES = ['main', 'api', 'worker', 'cli'];
-// Started by path from inside the build (src/templates/threads.ts, src/contacts/imports/thread.ts), never through a stub.
-const THREADS = ['template-thread', 'contacts-import-thread'];
+// Started by path from inside the build (src/templates/threads.ts, src/contacts/imports/thread.ts,
+// src/platform/mime-pool.ts), never through a stub.
+const THREADS = ['template-thread', 'contacts-import-thread', 'mime-thread'];
 const OPTIONS = {
   entryPoints: [...ENTRIES, ...THREADS].map((e) => path.join(ROOT, 'src', `${e}.ts`)),
   bundle: true,

@@ -16,7 +16,7 @@ import { startSinkServer } from './sink/server.ts';
 import { closeSinkTransports } from './providers/sink-transport.ts';
 import { webhookDeliverTask } from './webhooks/deliver.task.ts';
 import { webhookFlushTask } from './webhooks/flush.task.ts';
-import { REPUTATION_CHECK_CRON, reputationCheckTask } from './reputation/check.task.ts';
+import { accountReadTask, REPUTATION_CHECK_CRON, reputationCheckTask } from './reputation/check.task.ts';
 import { contactsImportRunTask } from './contacts/imports/run.task.ts';
 
 /** Every graphile-worker task, named `noun__verb`, one file each in its capability folder. */
@@ -32,6 +32,7 @@ export function buildTaskList(deps: WorkerDeps): TaskList {
     maintenance__prune: pruneTask(deps),
     provider__refresh_quota: refreshQuotaTask(deps),
     reputation__check: reputationCheckTask(deps),
+    reputation__read_account: accountReadTask(deps),
     retention__apply: retentionApplyTask(deps),
     webhook__deliver: webhookDeliverTask(deps),
     webhook__flush: webhookFlushTask(deps),

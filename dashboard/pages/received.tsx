@@ -51,7 +51,7 @@ export function ReceivedEmailPage(props: Base & { received: ReceivedRow }) {
           <tr><th>In reply to</th><td>{r.inReplyToEmailId ? emailLink(r.inReplyToEmailId) : '—'}</td></tr>
           <tr><th>Thread</th><td>{emailLink(r.threadId)}</td></tr>
           <tr><th>Verdicts</th><td>{Object.entries(r.verdicts).map(([k, v]) => `${k} ${v}`).join(', ')}</td></tr>
-          <tr><th>Flags</th><td>{[r.isAutoReply && 'auto-reply', r.isBounce && 'bounce', r.contentTooLarge && 'too large to fetch'].filter(Boolean).join(', ') || '—'}</td></tr>
+          <tr><th>Flags</th><td>{[r.isAutoReply && 'auto-reply', r.isBounce && 'bounce', r.contentTooLarge && 'too large to fetch', r.parseFailed && 'could not be parsed'].filter(Boolean).join(', ') || '—'}</td></tr>
         </tbody>
       </table>
       <h2>HTML</h2>

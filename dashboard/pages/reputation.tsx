@@ -65,6 +65,9 @@ export function ReputationPanel(props: { reputation: ReputationView }) {
       {r.aws ? (
         <p id="aws-standing">SES account standing: <b>{r.aws.enforcement_status ?? 'not read yet'}</b>
           {r.aws.sending_enabled === false ? ', sending disabled by AWS' : ''} (read {when(r.aws.checked_at ? new Date(r.aws.checked_at) : null)})</p>
+      ) : r.windows.some((w) => w.scope === 'account') ? (
+        // Connected, and GetAccount not read yet: `aws` is null until the worker's first reading.
+        <p id="aws-standing">SES account standing: <b>not read yet</b> (the worker reads it every few minutes)</p>
       ) : (
         <p id="aws-standing">No SES account: the sink's mail counts for nothing here.</p>
       )}

@@ -6,6 +6,13 @@ import { authenticateMember, MAX_EMAIL_LENGTH, normaliseEmail, ownerExists, regi
 import { setupAllowed } from '../setup.ts';
 import { LoginPage, SignupPage } from '../pages/auth.tsx';
 import { endSession, startSession } from '../session.ts';
+import { PasswordWorkBusy } from '../password.ts';
+
+/** The process has more password checks waiting than it queues (dashboard/password.ts). */
+function busy(c: Context<DashEnv>, err: PasswordWorkBusy) {
+  c.header('Retry-After', '1');
+  return errorPage(c, 429, 'Busy', err.message);
+}
 
 /** Attempts per minute from one client address, whatever the email, before sign-in answers 429. */
 export const LOGIN_ATTEMPTS_PER_MINUTE = 10;
@@ -45,6 +52,7 @@ export function registerAuthRoutes(app: Hono<DashEnv>) {
       await startSession(c, owner.id, 'local');
       return c.redirect(BASE, 303);
     } catch (err) {
+      if (err instanceof PasswordWorkBusy) return busy(c, err);
       if (!(err instanceof SignupError)) throw err;
       const taken = await ownerExists(sql);
       return render(c, <SignupPage csrf={c.var.csrf} email={email.slice(0, MAX_EMAIL_LENGTH)} error={err.message} setupToken={setupToken} />, taken ? 409 : 422);
@@ -76,7 +84,13 @@ export function registerAuthRoutes(app: Hono<DashEnv>) {
       c.header('Retry-After', String(Math.max(byIp.allowed ? 0 : byIp.resetSeconds, byPair.allowed ? 0 : byPair.resetSeconds)));
       return errorPage(c, 429, 'Too many attempts', 'Too many sign-in attempts. Wait a minute and try again.');
     }
-    const member = await authenticateMember(sql, email, field(body, 'password'));
+    let member;
+    try {
+      member = await authenticateMember(sql, email, field(body, 'password'));
+    } catch (err) {
+      if (err instanceof PasswordWorkBusy) return busy(c, err);
+      throw err;
+    }
     if (!member) return render(c, <LoginPage csrf={c.var.csrf} sso={ssoHost(c)} email={email} error="Wrong email or password." />, 401);
     await startSession(c, member.id, 'local');
     return c.redirect(BASE, 303);

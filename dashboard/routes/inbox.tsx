@@ -9,10 +9,16 @@ import { InboxPage, MessagePage } from '../pages/inbox.tsx';
 import { when } from '../layout.tsx';
 import { base, errorPage, render } from '../render.tsx';
 import { urlId } from '../params.ts';
+import { sessionStands } from '../session.ts';
 
 export const INBOX_PER_PAGE = 50;
 const LIVE_BATCH = 50;
 const KEEP_ALIVE_MS = 20_000;
+/**
+ * How often an open stream checks that its session still stands: a member removed, or whose role
+ * changed (either ends their sessions), or signed out, stops receiving within 10 s (§22.10).
+ */
+const ACCESS_CHECK_MS = 4_000;
 
 /** What the live inbox's script needs to draw a row like the server's own. */
 function liveRow(m: SinkMessageSummaryRow, inbox: string) {
@@ -71,6 +77,11 @@ export function registerInboxRoutes(app: Hono<DashEnv>) {
     return streamSSE(c, async (stream) => {
       stream.onAbort(end);
       const keepAlive = setInterval(() => { stream.write(': keep-alive\n\n').catch(end); }, KEEP_ALIVE_MS);
+      const sessionId = c.var.session?.id;
+      const access = setInterval(() => {
+        if (!sessionId) return end();
+        sessionStands(sql, sessionId).then((stands) => { if (!stands) end(); }, () => {});
+      }, ACCESS_CHECK_MS);
       let cursor = from;
       try {
         await stream.write('retry: 3000\n\n');
@@ -93,6 +104,7 @@ export function registerInboxRoutes(app: Hono<DashEnv>) {
         log.warn({ err }, 'live inbox stream ended');
       } finally {
         clearInterval(keepAlive);
+        clearInterval(access);
         unsubscribe();
       }
     });

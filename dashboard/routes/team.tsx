@@ -1,7 +1,7 @@
 import type { Context, Hono } from 'hono';
 import { listMembers, listOpenInvitations, getMember } from '../../src/members/queries.ts';
 import { changeRole, removeMember } from '../../src/members/service.ts';
-import { createInvitation, getOpenInvitation, withdrawInvitation } from '../../src/members/invitations.ts';
+import { createInvitation, getOpenInvitation, InvitationRefused, withdrawInvitation } from '../../src/members/invitations.ts';
 import { isRole, ROLES, type Role } from '../../src/members/roles.ts';
 import { ServiceError } from '../../src/platform/errors.ts';
 import { forbidden } from '../authorize.ts';
@@ -49,10 +49,12 @@ export function registerTeamRoutes(app: Hono<DashEnv>) {
     if (isRole(role) && !mayHandle(c, role)) return forbidden(c, 'owners.manage');
     try {
       const invitation = await createInvitation(c.var.deps.sql, {
-        email, role, invitedBy: c.var.member!.id, baseUrl: c.var.deps.config.publicBaseUrl ?? expectedOrigin(c),
+        email, role, invitedBy: c.var.member!.id, baseUrl: c.var.deps.config.publicBaseUrl ?? expectedOrigin(c), handles: assignable(c),
       });
       return render(c, <InvitedPage csrf={c.var.csrf} email={c.var.member!.email} invitation={invitation} />);
     } catch (err) {
+      // Replacing an owner's open invitation is an owner's to do, as withdrawing it is.
+      if (err instanceof InvitationRefused) return forbidden(c, 'owners.manage');
       if (!(err instanceof ServiceError)) throw err;
       return showTeam(c, { error: err.message, typed: { email: email.slice(0, 254), role } }, err.code === 'conflict' ? 409 : 422);
     }
@@ -63,7 +65,13 @@ export function registerTeamRoutes(app: Hono<DashEnv>) {
     const invitation = await getOpenInvitation(c.var.deps.sql, id);
     if (!invitation) return errorPage(c, 404, 'Not found', 'There is no such open invitation.');
     if (!mayHandle(c, invitation.role)) return forbidden(c, 'owners.manage');
-    await withdrawInvitation(c.var.deps.sql, id);
+    try {
+      await withdrawInvitation(c.var.deps.sql, id, assignable(c));
+    } catch (err) {
+      if (err instanceof InvitationRefused) return forbidden(c, 'owners.manage');
+      if (err instanceof ServiceError && err.code === 'not_found') return errorPage(c, 404, 'Not found', err.message);
+      throw err;
+    }
     return c.redirect(`${BASE}/team`, 303);
   });
 

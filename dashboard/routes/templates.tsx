@@ -1,5 +1,5 @@
 import type { Context, Hono } from 'hono';
-import { ValidationError } from '../../src/http/errors.ts';
+import { ApiError, ValidationError } from '../../src/http/errors.ts';
 import { listTemplates } from '../../src/templates/queries.ts';
 import { createTemplate, listTemplateVersions, publishTemplate, renderTemplate, updateTemplate } from '../../src/templates/service.ts';
 import type { TemplateRow } from '../../src/templates/queries.ts';
@@ -34,6 +34,8 @@ async function preview(c: Context<DashEnv>, t: TemplateRow): Promise<Preview & {
     const out = await renderTemplate(c.var.deps.sql, c.var.project.id, t.id, { variables: values }, c.var.deps.config.emailMaxMessageBytes);
     return { values: shown, query, subject: out.subject, text: out.text, html: out.html, hasHtml: Boolean(out.html) };
   } catch (err) {
+    // The project's renders are queued past their bound (§22.8): the page shows, without a preview.
+    if (err instanceof ApiError && err.type === 'rate_limit_exceeded') return { values: shown, query, hasHtml: false, error: 'Too many renders of this project are waiting; reload in a moment for the preview.' };
     if (!(err instanceof ValidationError)) throw err;
     return { values: shown, query, hasHtml: false, error: `The preview needs other values: ${problems(err)}` };
   }

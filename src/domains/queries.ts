@@ -64,17 +64,26 @@ export async function trackingDomainOf(sql: Sql, projectId: string, value: strin
   return row?.trackingDomain ?? undefined;
 }
 
+/** Why a host may not be a project's tracking domain; `parent` names the unverified domain it is under. */
+export type TrackingDomainRefusal = { why: 'not_own' | 'taken' } | { why: 'unverified'; parent: string; status: string };
+
 /**
- * Why a project may not use `host` as a tracking domain (§18.11), or undefined when it may: it must
- * be a subdomain of one of the project's own domains, and no other project's. Takes a transaction
- * lock on the host name, so two projects claiming one at once are told apart.
+ * Why a project may not use `host` as a tracking domain (§18.11, §22.11), or undefined when it
+ * may: it must be a subdomain of one of the project's own domains whose verification_status is
+ * `success`, and no other project's. Takes a transaction lock on the host name, so two projects
+ * claiming one at once are told apart.
  */
-export async function trackingDomainRefusal(tx: TxSql, projectId: string, host: string): Promise<'not_own' | 'taken' | undefined> {
+export async function trackingDomainRefusal(tx: TxSql, projectId: string, host: string): Promise<TrackingDomainRefusal | undefined> {
   await tx`select pg_advisory_xact_lock(hashtext(${`mailroom: tracking domain ${host}`}))`;
-  const [row] = await tx<[{ own: boolean; taken: boolean }]>`
-    select exists (select 1 from domains where project_id = ${projectId} and right(${host}, length(value) + 1) = '.' || value) as own,
+  const [row] = await tx<[{ parent: string | null; status: string | null; verified: boolean; taken: boolean }]>`
+    with under as (select value, verification_status from domains where project_id = ${projectId} and right(${host}, length(value) + 1) = '.' || value)
+    select (select value from under order by length(value) desc limit 1) as parent,
+           (select verification_status from under order by length(value) desc limit 1) as status,
+           exists (select 1 from under where verification_status = 'success') as verified,
            exists (select 1 from domains where tracking_domain = ${host} and project_id <> ${projectId}) as taken`;
-  return !row.own ? 'not_own' : row.taken ? 'taken' : undefined;
+  if (row.parent === null) return { why: 'not_own' };
+  if (!row.verified) return { why: 'unverified', parent: row.parent, status: row.status ?? 'pending' };
+  return row.taken ? { why: 'taken' } : undefined;
 }
 
 export type TrackingChange = { openTracking?: boolean; clickTracking?: boolean; trackingDomain?: string | null };
@@ -95,4 +104,21 @@ export async function updateTracking(sql: Sql | TxSql, projectId: string, id: st
       and (${hasBaseUrl} or ${host} is not null or not (${open} or ${click}))
     returning ${DOMAIN_COLUMNS(sql)}`;
   return row;
+}
+
+/**
+ * A page of the project's domains, newest first (Resend's `after`/`before` paging): `after` the
+ * older ones past a cursor, `before` the newer ones.
+ */
+export async function listDomainsPage(sql: Sql, projectId: string, opts: { limit: number; after?: string; before?: string }) {
+  const rows = opts.before
+    ? (await sql<DomainRow[]>`
+        select ${DOMAIN_COLUMNS(sql)} from domains where project_id = ${projectId} and id > ${opts.before}
+        order by id asc limit ${opts.limit + 1}`).reverse()
+    : await sql<DomainRow[]>`
+        select ${DOMAIN_COLUMNS(sql)} from domains where project_id = ${projectId}
+          ${opts.after ? sql`and id < ${opts.after}` : sql``}
+        order by id desc limit ${opts.limit + 1}`;
+  const hasMore = rows.length > opts.limit;
+  return { rows: opts.before ? rows.slice(Math.max(0, rows.length - opts.limit)) : rows.slice(0, opts.limit), hasMore };
 }

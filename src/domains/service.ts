@@ -111,12 +111,14 @@ export class TrackingUnavailable extends ServiceError {
   }
 }
 
-/** A tracking domain outside the project's own domains, or another project's (§18.11). */
+/** A tracking domain outside the project's verified domains, or another project's (§18.11, §22.11). */
 export class TrackingDomainRefused extends ServiceError {
-  constructor(host: string, why: 'not_own' | 'taken') {
-    super('invalid_input', why === 'not_own'
+  constructor(host: string, refusal: q.TrackingDomainRefusal) {
+    super('invalid_input', refusal.why === 'not_own'
       ? `tracking domain ${host} must be a subdomain of one of the project's own domains`
-      : `tracking domain ${host} is used by another project`);
+      : refusal.why === 'unverified'
+        ? `tracking domain ${host} must be under a verified domain of the project: ${refusal.parent} is ${refusal.status}, not verified`
+        : `tracking domain ${host} is used by another project`);
   }
 }
 

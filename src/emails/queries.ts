@@ -4,25 +4,18 @@ import type { EmailContent } from './compose.ts';
 import { recordEventsStatement, type EmailEvent } from '../events/record.ts';
 import { commitShared } from '../platform/shared-commit.ts';
 import type { DomainTracking } from '../interfaces.ts';
-import { withSubmittedBodies } from './submitted-bodies.ts';
-import { idFloor } from '../platform/ids.ts';
+import { idClockNow, idFloor } from '../platform/ids.ts';
 import { inEmailsDay, type EmailsTable } from './day-table.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
 const EMAIL_COLUMNS = (sql: Sql) => sql`id, status, from_address, to_addresses, cc_addresses, reply_to_addresses, subject,
   headers, provider_message_id, sent_at, delivered_at, last_error, scheduled_at, tags, opened_at, clicked_at, source, created_at, template_id, template_version`;
 
-/**
- * The stored message of an email submitted over SMTP whose bodies are still to be read from it
- * (see submitted-bodies.ts), else null. Purged bodies take the message with them.
- */
-export const SUBMITTED_RAW = (sql: Sql, table = sql`emails`) =>
-  sql`case when ${table}.html is null and ${table}.text is null and ${table}.source = 'smtp' then ${table}.raw_message end as submitted_raw`;
-
 export async function getEmail(sql: Sql, projectId: string, emailId: string): Promise<EmailWithBodies | undefined> {
-  const [row] = await sql<[(EmailWithBodies & { submittedRaw: Buffer | null })?]>`
-    select ${EMAIL_COLUMNS(sql)}, html, text, body_purged, ${SUBMITTED_RAW(sql)} from emails where id = ${emailId} and project_id = ${projectId}`;
-  return row && withSubmittedBodies(row);
+  // A relayed email's bodies were read from its message once, as it was accepted: no read parses it.
+  const [row] = await sql<[EmailWithBodies?]>`
+    select ${EMAIL_COLUMNS(sql)}, html, text, body_purged from emails where id = ${emailId} and project_id = ${projectId}`;
+  return row;
 }
 
 export async function emailExists(sql: Sql, projectId: string, emailId: string): Promise<boolean> {
@@ -83,7 +76,7 @@ export async function listEmails(
   // makes five before it tries the generic one, per connection, each day (the bounds move daily).
   await sql.begin('read only', async (tx) => {
     await tx`set local plan_cache_mode = force_generic_plan`;
-    for (const window of pageWindows(Date.now())) {
+    for (const window of pageWindows(idClockNow())) {
       if (opts.startingAfter && window.low !== null && window.low >= opts.startingAfter) continue;
       const range = (column: ReturnType<Sql>) => sql`
         ${window.low === null ? sql`` : sql`and ${column} >= ${sql.unsafe(`'${window.low}'`)}`}
@@ -305,8 +298,6 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   messageIdHeader: string | null;
   /** The message as submitted over SMTP, sent as it is; null for API mail, which is composed. */
   rawMessage: Buffer | null;
-  /** A relayed email's text and html, read from its message by the worker to be stored as it settles. */
-  bodiesRead?: { text: string | null; html: string | null };
   leaseOwner: string;
   tags: { name: string; value: string }[];
   /** Whether the project has a provider connection; without one the email goes to the sink. */
@@ -405,18 +396,21 @@ export async function liveLeaseEnd(sql: Sql, projectId: string, emailId: string)
 
 /**
  * A scheduled email that fell due while its project is paused waits as `queued`, like the rest of
- * its held mail; the resume gives it its job again. True when the project is paused.
+ * its held mail; the resume gives it its job again. True when the project is paused and the email
+ * is held (`queued`, the resume's to release). An email another attempt holds (`sending`) is not:
+ * the resume releases only queued mail, so its job must still look again when that lease ends.
  */
 export async function holdIfPaused(sql: Sql, projectId: string, emailId: string): Promise<boolean> {
-  const [row] = await inEmailsDay(sql, emailId, (table) => sql<[{ paused: boolean }?]>`
+  const [row] = await inEmailsDay(sql, emailId, (table) => sql<[{ held: boolean }?]>`
     with paused as (select 1 from project_reputation where project_id = ${projectId} and paused_at is not null),
     held as (
       update ${sql(table)} set status = 'queued', updated_at = now()
       where id = ${emailId} and project_id = ${projectId} and status = 'scheduled' and scheduled_at <= now() + interval '1 second'
         and exists (select 1 from paused)
       returning id)
-    select exists (select 1 from paused) as paused`);
-  return row?.paused ?? false;
+    select exists (select 1 from paused) and (exists (select 1 from held) or exists (
+      select 1 from ${sql(table)} where id = ${emailId} and project_id = ${projectId} and status = 'queued')) as held`);
+  return row?.held ?? false;
 }
 
 /** The email's job again at `delayMs` from now, keyed by the email so it replaces a waiting one. */
@@ -456,16 +450,6 @@ export async function giveUpLeaseLate(sql: Sql, email: ClaimedEmail): Promise<bo
 }
 
 /**
- * Stores the text and html the worker read from a relayed email's message, so that reads (a list
- * page of 100 relayed emails, say) no longer parse the message each time; empty for other mail.
- * Bodies already there (or purged meanwhile) are kept.
- */
-const storeBodiesRead = (tx: TxSql | Sql, email: ClaimedEmail) => (email.bodiesRead
-  ? tx`html = case when body_purged then html else coalesce(html, ${email.bodiesRead.html}) end,
-      text = case when body_purged then text else coalesce(text, ${email.bodiesRead.text}) end,`
-  : tx``);
-
-/**
  * `sent` (plus `delivered` for the sink, which is the receiving server) with its events, their
  * webhook deliveries and jobs: one statement, one round trip. False if the lease was lost, and
  * then nothing is recorded.
@@ -474,7 +458,7 @@ export async function markSent(sql: Sql, email: ClaimedEmail, providerMessageId:
   const [row] = await commitShared(sql, (tx) => recordEventsStatement(tx, tx`
     update ${CLAIMED(tx, email)} set status = 'sent', sent_at = now(), provider_message_id = ${providerMessageId},
       delivered_at = ${delivered ? tx`now()` : tx`delivered_at`}, last_error = null, updated_at = now(),
-      ${storeBodiesRead(tx, email)} lease_owner = null, lease_expires_at = null
+      lease_owner = null, lease_expires_at = null
     where ${HELD(tx, email)}
     returning id, project_id, tags, broadcast_id`, events));
   return row!.matched > 0;
@@ -484,7 +468,7 @@ export async function markSent(sql: Sql, email: ClaimedEmail, providerMessageId:
 export async function markFailed(sql: Sql, email: ClaimedEmail, lastError: string, events: EmailEvent[]) {
   const [row] = await commitShared(sql, (tx) => recordEventsStatement(tx, tx`
     update ${CLAIMED(tx, email)} set status = 'failed', last_error = ${lastError}, updated_at = now(),
-      ${storeBodiesRead(tx, email)} lease_owner = null, lease_expires_at = null
+      lease_owner = null, lease_expires_at = null
     where ${HELD(tx, email)}
     returning id, project_id, tags, broadcast_id`, events));
   return row!.matched > 0;

@@ -14,7 +14,6 @@ import { giveBackSlot, reserveSendSlot, slowDown, throttledSince, type TakenSlot
 import { quotaRereadDone, rereadQuotaAfterThrottle } from '../providers/quota.ts';
 import { getProviderConnection } from '../providers/connections.ts';
 import { settlePending, settleSentWhenBack } from './settle-later.ts';
-import { submittedBodies } from './submitted-bodies.ts';
 import { LEASE_SECONDS } from './leases.ts';
 import { transportFor, type Envelope, type SendOptions, type Transport } from '../providers/transport.ts';
 import { bareAddress, normaliseAddress } from '../suppressions/address.ts';
@@ -92,22 +91,11 @@ function messageFor(deps: WorkerDeps, email: ClaimedEmail, log: Logger, outgoing
 }
 
 /**
- * A relayed email's text and html, read from its message here, once, to be stored with its
- * outcome: accepting it read only its header section, and every read until now parsed the message
- * (submitted-bodies.ts). Parsing here keeps both the relay's acceptance and list reads cheap.
- */
-async function readBodies(email: ClaimedEmail) {
-  if (!email.rawMessage || email.html !== null || email.text !== null || email.bodiesRead) return;
-  email.bodiesRead = await submittedBodies(email.rawMessage);
-}
-
-/**
  * Records `sent`. The provider has accepted the message, so it is never released to be sent
  * again: if the database refuses the record now (a restart, a failover), the message id is kept
  * in memory and the record made when the database is back.
  */
 async function settleSent(deps: WorkerDeps, email: ClaimedEmail, messageId: string, viaSink: boolean, visible: string[], recipients: number) {
-  await readBodies(email);
   // SES counts each recipient it was handed (bcc included) toward the account's rates; the sink's never reach SES.
   const events: EmailEvent[] = [{ type: 'email.sent', data: { to: visible, provider_message_id: messageId }, ...(viaSink ? {} : { reputation: { metric: 'sent', n: recipients } }) }];
   if (viaSink) events.push({ type: 'email.delivered', data: { to: visible, smtp_response: SINK_SMTP_RESPONSE } });
@@ -120,7 +108,6 @@ async function settleSent(deps: WorkerDeps, email: ClaimedEmail, messageId: stri
 }
 
 async function settleFailed(sql: Sql, email: ClaimedEmail, lastError: LastError, message: string) {
-  await readBodies(email);
   await q.markFailed(sql, email, lastError, [{ type: 'email.failed', data: { reason: lastError, message } }]);
 }
 

@@ -1,7 +1,7 @@
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
 import type { Arrival } from '../platform/group-commit.ts';
-import { newId } from '../platform/ids.ts';
+import { idClockNow, newId } from '../platform/ids.ts';
 import { acceptQueued } from './accept.ts';
 import { parseBatch } from './batch.ts';
 import { acceptOnce, batchFingerprint, findReplay, fingerprint, type Accepted } from './idempotency.ts';
@@ -22,7 +22,7 @@ import { assertTopics } from '../broadcasts/topic-send.ts';
  */
 export type SendDeps = { config: Config; sql: Sql; renderTemplate?: TemplateRenderer };
 
-const statusOf = (send: ParsedSend, now = Date.now()) =>
+const statusOf = (send: ParsedSend, now = idClockNow()) =>
   send.scheduledAt && send.scheduledAt.getTime() > now ? 'scheduled' as const : 'queued' as const;
 
 type TrackableSend = Pick<SendEmail, 'from'> & { trackOpens?: boolean | null; trackClicks?: boolean | null };
@@ -95,7 +95,7 @@ export async function sendBatch(deps: SendDeps, projectId: string, idempotencyKe
       await q.insertQueuedEmails(tx, emails);
       return emails.map((e) => e.id);
     }));
-  const now = Date.now();
+  const now = idClockNow();
   return { data: accepted.emailIds.map((id, i) => ({ id, status: statusOf(sends[i]!, now) })), replayed: accepted.replayed };
 }
 

@@ -1,46 +1,19 @@
-import { loadMailparser } from '../platform/mailparser.ts';
+import { isMimeRefusal, readBodies } from '../platform/mime-pool.ts';
+import type { Logger } from '../platform/log.ts';
 
 /**
- * `text` and `html` of an email submitted over SMTP. The relay stores the message as submitted
- * and reads only its header section, so accepting a message costs no MIME parse. The worker reads
- * the bodies (npm `mailparser`) once, as the email settles, and stores them in its columns; until
- * then they are read from the stored message when the email is shown, through the API, the
- * Resend-compatible API or the dashboard.
+ * `text` and `html` of an email submitted over SMTP, read once as the relay accepts it, in the
+ * MIME pool (§22.1), and kept in its columns: no read (`GET /v1/emails/{id}`, `/resend/emails`,
+ * the dashboard) parses the message again. Bodies are kept as sent: no text made up from HTML, no
+ * cid: links rewritten. A message the parser cannot read, or that is over a parse budget, shows
+ * no bodies; it is still sent as it was submitted.
  */
-
-/** Text as the API shows it: no NUL, no lone surrogates, as for the columns API mail fills. */
-const shown = (s: string) => s.replaceAll('\0', '').toWellFormed();
-
-/**
- * Bodies are kept as sent: no text made up from HTML, no cid: links rewritten. A message mailparser
- * cannot read shows no bodies; it is still sent as it was submitted.
- */
-export async function submittedBodies(raw: Buffer): Promise<{ text: string | null; html: string | null }> {
-  const { simpleParser } = await loadMailparser();
+export async function submittedBodies(raw: Buffer, log: Logger): Promise<{ text: string | null; html: string | null }> {
   try {
-    const mail = await simpleParser(raw, {
-      skipHtmlToText: true,
-      skipTextToHtml: true,
-      skipTextLinks: true,
-      skipImageLinks: true,
-      keepCidLinks: true,
-      checksumAlgo: false,
-    });
-    return {
-      html: typeof mail.html === 'string' ? shown(mail.html) : null,
-      text: mail.text ? shown(mail.text) : null,
-    };
-  } catch {
+    return await readBodies(raw);
+  } catch (err) {
+    if (!isMimeRefusal(err)) throw err;
+    log.warn({ err: err.message, bytes: raw.length }, 'relayed message\'s bodies not read; it is sent as submitted, shown without them');
     return { text: null, html: null };
   }
-}
-
-/**
- * A row read with `submitted_raw` (the stored message of an SMTP email whose bodies columns are
- * empty, else null), with its `text` and `html` read from that message.
- */
-export async function withSubmittedBodies<T extends { text: string | null; html: string | null; submittedRaw?: Buffer | null }>(row: T): Promise<Omit<T, 'submittedRaw'>> {
-  const { submittedRaw, ...rest } = row;
-  if (!submittedRaw) return rest;
-  return { ...rest, ...(await submittedBodies(submittedRaw)) };
 }

@@ -2,6 +2,7 @@ import { z } from '@hono/zod-openapi';
 import { ValidationError, validationErrorFromZod } from '../http/errors.ts';
 import { isMailbox } from './mailbox.ts';
 import type { EmailContent } from './compose.ts';
+import { idClockNow } from '../platform/ids.ts';
 
 export const MAX_RECIPIENTS = 50;
 const RESERVED_HEADERS = new Set(['from', 'to', 'cc', 'bcc', 'subject', 'date', 'message-id', 'mime-version', 'content-type', 'content-transfer-encoding']);
@@ -106,7 +107,7 @@ export const ScheduledAt = z
   .string()
   .max(64)
   .refine((s) => ISO_WITH_OFFSET.test(s) && !Number.isNaN(Date.parse(s)), issue('datetime_invalid', 'scheduled_at must be an ISO 8601 date-time with an offset, such as 2026-05-04T09:00:00Z'))
-  .refine((s) => Date.parse(s) <= Date.now() + MAX_SCHEDULE_DAYS * 86_400_000, issue('datetime_too_late', `scheduled_at may be at most ${MAX_SCHEDULE_DAYS} days ahead`, { max_days: MAX_SCHEDULE_DAYS }))
+  .refine((s) => Date.parse(s) <= idClockNow() + MAX_SCHEDULE_DAYS * 86_400_000, issue('datetime_too_late', `scheduled_at may be at most ${MAX_SCHEDULE_DAYS} days ahead`, { max_days: MAX_SCHEDULE_DAYS }))
   .openapi({ description: 'Send later: an ISO 8601 date-time with an offset, at most 30 days ahead. A time in the past sends at once.', example: '2026-05-04T09:00:00Z' });
 
 /** A sender as the API's `from` takes it; the SMTP relay checks a message's From header with it. */

@@ -78,16 +78,18 @@ export function recordEventsStatement(sql: Sql | TxSql, source: PendingQuery<Row
   return sql<{ matched: number; eventIds: string[] }[]>`
     with source as (${source}),
     new_events as (
-      insert into events (id, project_id, email_id, type, data, dedupe_key)
+      insert into events (id, project_id, email_id, type, data, dedupe_key, reputation_metric, reputation_n)
       -- A broadcast's email names its broadcast (§23.6); a source without the column names none.
       select e.id, s.project_id, s.id, e.type, e.data || jsonb_build_object('tags', coalesce(s.tags, '[]'::jsonb))
-        || jsonb_strip_nulls(jsonb_build_object('broadcast_id', to_jsonb(s)->'broadcast_id')), e.dedupe_key
-      from source s cross join jsonb_to_recordset(${sql.json(rows as never)}) as e(id text, type text, data jsonb, dedupe_key text)
+        || jsonb_strip_nulls(jsonb_build_object('broadcast_id', to_jsonb(s)->'broadcast_id')), e.dedupe_key,
+        ${counts ? reputationMetric(sql) : sql`null, null`}
+      from source s cross join jsonb_to_recordset(${sql.json(rows as never)}) as e(id text, type text, data jsonb, dedupe_key text, rep_metric text, rep_n int)
+      ${counts ? sql`left join provider_connections pc on pc.project_id = s.project_id left join project_reputation pr on pr.project_id = s.project_id` : sql``}
       order by e.id
       on conflict (project_id, dedupe_key, email_id) where dedupe_key is not null do nothing
-      returning id, project_id, email_id, type),
+      returning id, project_id, email_id, type, reputation_metric, reputation_n),
     counted as (${countEvents(sql, sql`new_events`)}),
-    ${counts ? sql`reputation_counted as (${countReputation(sql, rows)}),` : sql``}
+    ${counts ? sql`reputation_counted as (${countReputation(sql)}),` : sql``}
     ${newDeliveries(sql)}
     select (select count(*)::int from source) as matched,
       array(select id from new_events order by id) as event_ids,
@@ -141,37 +143,35 @@ export function countEvents(sql: Sql | TxSql, source: PendingQuery<Row[]>, opts:
 }
 
 /**
- * Adds the recorded events' reputation counts (§19.1) to the hourly counters of the project and
- * its SES account, sharded like countEvents. Only projects connected to SES count (sink mail
- * never reaches SES), and a bounce or complaint about mail sent before the project's last resume
- * counts for nothing: the resume started its windows afresh.
+ * What an event adds to the reputation counters (§19.1), as the `reputation_metric, reputation_n`
+ * columns of its row: nothing for a project not connected to SES (sink mail never reaches SES);
+ * a hard bounce or complaint about mail sent before the project's last resume is `_late`, so it
+ * counts in the account's windows of the account's other projects and not in its own project's
+ * (§19.4, §22.9). The counters are moved from these columns, and `stats rebuild` sums the same
+ * columns: one definition for both. Needs `e` (the recordset), `s` (the source), `pc` and `pr`.
  */
-function countReputation(sql: Sql | TxSql, rows: { id: string; rep_metric: string | null; rep_n: number | null }[]) {
-  const counts = rows.filter((r) => r.rep_metric !== null).map((r) => ({ id: r.id, metric: r.rep_metric, n: r.rep_n }));
-  // One send recorded, the common case by far: its count as plain parameters, no JSON to parse.
-  const [only] = counts;
-  if (counts.length === 1 && only!.metric === 'sent') {
-    return sql`
-      insert into reputation_counts as c (project_id, account_id, hour, metric, shard, n)
-      select ne.project_id, pc.ses_account_id, date_trunc('hour', now()), 'sent', pg_backend_pid(), ${only!.n ?? 0}::bigint
-      from new_events ne join provider_connections pc on pc.project_id = ne.project_id
-      where ne.id = ${only!.id} and ${only!.n ?? 0}::bigint > 0
-      on conflict (project_id, account_id, hour, metric, shard) do update set n = c.n + excluded.n`;
-  }
-  // Sends, need no look at the email or the resume: the statement stays as cheap
-  // as the send's own (the emails table is partitioned by day, and a lookup by a column value
-  // costs a plan over every partition).
-  const afterResume = counts.every((c) => c.metric === 'sent') ? sql`` : sql`
-    left join project_reputation pr on pr.project_id = ne.project_id
-    where r.metric = 'sent' or pr.counting_since is null or coalesce(
-      (select e.sent_at from emails e where e.id = ne.email_id and e.project_id = ne.project_id), now()) >= pr.counting_since`;
+function reputationMetric(sql: Sql | TxSql) {
+  // The email is looked up by id only for a bounce or complaint after a resume (CASE runs the
+  // subquery only then): a lookup by a column value costs a plan over every partition.
+  return sql`
+    case when e.rep_metric is null or pc.project_id is null then null
+      when e.rep_metric <> 'sent' and pr.counting_since is not null and coalesce(
+        (select em.sent_at from emails em where em.id = s.id and em.project_id = s.project_id), now()) < pr.counting_since
+        then e.rep_metric || '_late'
+      else e.rep_metric end,
+    case when e.rep_metric is null or pc.project_id is null then null else e.rep_n end`;
+}
+
+/**
+ * Adds the recorded events' reputation counts (their reputation_metric and reputation_n) to the
+ * hourly counters of the project and its SES account, sharded like countEvents.
+ */
+function countReputation(sql: Sql | TxSql) {
   return sql`
     insert into reputation_counts as c (project_id, account_id, hour, metric, shard, n)
-    select ne.project_id, pc.ses_account_id, date_trunc('hour', now()), r.metric, pg_backend_pid(), sum(r.n)
-    from new_events ne
-    join jsonb_to_recordset(${sql.json(counts as never)}) as r(id text, metric text, n int) on r.id = ne.id and r.n > 0
-    join provider_connections pc on pc.project_id = ne.project_id
-    ${afterResume}
+    select ne.project_id, pc.ses_account_id, date_trunc('hour', now()), ne.reputation_metric, pg_backend_pid(), sum(ne.reputation_n)
+    from new_events ne join provider_connections pc on pc.project_id = ne.project_id
+    where ne.reputation_metric is not null and ne.reputation_n > 0
     group by 1, 2, 3, 4
     order by 1, 2, 3, 4
     on conflict (project_id, account_id, hour, metric, shard) do update set n = c.n + excluded.n`;

@@ -3,7 +3,12 @@ import { bodyLimit } from 'hono/body-limit';
 import type { AppEnv } from '../http/context.ts';
 import { ApiError } from '../http/errors.ts';
 import type { Sql, TxSql } from '../platform/db.ts';
-import { findConnectionByTopicArn } from '../providers/connections.ts';
+import { findConnectionsByTopicArn, type ProviderConnection } from '../providers/connections.ts';
+import { s3ObjectStore } from '../providers/s3.ts';
+import type { Logger } from '../platform/log.ts';
+import type { Config } from '../platform/config.ts';
+import { prepareReceived } from '../inbound/ingest.ts';
+import { storeReceivedIn } from '../inbound/store.ts';
 import { ingestSesRecord } from './ingest.ts';
 import { createSnsFetch, type SnsFetch } from './sns-fetch.ts';
 import { isSnsUrl, SnsMessage, topicRegion, verifySnsSignature } from './sns-verify.ts';
@@ -21,6 +26,22 @@ function invalid(message = 'The SNS message signature could not be verified.'): 
 async function claimMessage(sql: Sql | TxSql, messageId: string) {
   const [row] = await sql`insert into sns_messages (message_id) values (${messageId}) on conflict do nothing returning message_id`;
   return row !== undefined;
+}
+
+/**
+ * A `Received` notification pushed by the topic: stored only for projects of the SES accounts of
+ * the connections naming the topic, from the bucket their receiving set-up named (§22.2), and
+ * read with the keys of the first of them. The MessageId claim commits with the rows. An S3
+ * failure throws, so SNS retries.
+ */
+async function handleReceived(deps: { sql: Sql; config: Config; log: Logger }, conns: ProviderConnection[], messageId: string, record: unknown) {
+  const source = { sesAccountIds: [...new Set(conns.map((c) => c.sesAccountId))], store: () => s3ObjectStore(deps.config, conns[0]!) };
+  const prepared = await prepareReceived(deps, source, record);
+  return deps.sql.begin(async (tx) => {
+    if (!(await claimMessage(tx, messageId))) return 'duplicate' as const;
+    if (typeof prepared === 'string') return prepared;
+    return (await storeReceivedIn(tx, prepared.targets, prepared.incoming)).length ? 'stored' as const : 'duplicate' as const;
+  });
 }
 
 function parseJson(text: string): unknown {
@@ -48,7 +69,8 @@ export function registerSnsPushRoute(app: OpenAPIHono<AppEnv>) {
       if (!parsed.success) throw invalid('Not a signed SNS message.');
       const msg = parsed.data;
       if (!isSnsUrl(msg.SigningCertURL, { pem: true, region: topicRegion(msg.TopicArn) })) throw invalid();
-      const conn = await findConnectionByTopicArn(sql, config, msg.TopicArn);
+      const conns = await findConnectionsByTopicArn(sql, config, msg.TopicArn, log);
+      const conn = conns[0];
       if (!conn) throw invalid();
 
       const verified = await verifySnsSignature(msg, snsFetch.cert).catch((err: Error) => {
@@ -81,11 +103,22 @@ export function registerSnsPushRoute(app: OpenAPIHono<AppEnv>) {
       }
 
       // The MessageId claim and the event commit together, so a crash between them cannot lose
-      // the event while marking the message handled.
+      // the event while marking the message handled. A sending event belongs to the project that
+      // sent its email, among those trusting the topic.
       const record = parseJson(msg.Message);
+      if ((record as { notificationType?: unknown } | null)?.notificationType === 'Received') {
+        const outcome = await handleReceived({ sql, config, log }, conns, msg.MessageId, record);
+        log.debug({ topicArn: msg.TopicArn, messageId: msg.MessageId, outcome }, 'SNS Received notification handled');
+        return c.json({ status: 'ok' }, 200);
+      }
       const outcome = await sql.begin(async (tx) => {
         if (!(await claimMessage(tx, msg.MessageId))) return 'duplicate' as const;
-        return ingestSesRecord(tx, log, projectId, record);
+        let result = 'unknown_email';
+        for (const { projectId: candidate } of conns) {
+          result = await ingestSesRecord(tx, log, candidate, record);
+          if (result !== 'unknown_email') break;
+        }
+        return result;
       });
       log.debug({ projectId, messageId: msg.MessageId, outcome }, 'SNS notification handled');
       return c.json({ status: 'ok' }, 200);

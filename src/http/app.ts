@@ -3,6 +3,7 @@ import { swaggerUI } from '@hono/swagger-ui';
 import { HTTPException } from 'hono/http-exception';
 import { requestId } from 'hono/request-id';
 import { ApiError, ValidationError, validationErrorFromZod } from './errors.ts';
+import { boundJsonReads, refusedJsonRead } from './body.ts';
 import { requireApiKey } from './auth.ts';
 import { keyUseRecorder } from '../keys/authenticate.ts';
 import type { AppDeps, AppEnv } from './context.ts';
@@ -29,6 +30,9 @@ import { renderForSend, setTemplateCacheMb } from '../templates/service.ts';
 import { createDashboard } from '../../dashboard/app.tsx';
 import { registerReceivingRoutes } from '../inbound/routes.ts';
 import { registerResendReceivingRoutes } from '../inbound/resend-routes.ts';
+import { registerResendDomainRoutes } from '../domains/resend-routes.ts';
+import { registerResendKeyRoutes } from '../keys/resend-routes.ts';
+import { registerResendWebhookRoutes } from '../webhooks/resend-routes.ts';
 import { registerDownloadRoutes } from '../inbound/download.ts';
 import { registerSinkInboundRoute } from '../inbound/sink-routes.ts';
 import { registerReceivingSetupRoutes } from '../inbound/receiving.ts';
@@ -70,6 +74,10 @@ export function createApp(deps: AppDeps) {
       return c.json(err.toJSON(), err.status as 401);
     }
     if (err instanceof HTTPException) {
+      // A body the bounded read refused (too large, too many values) says why, not "malformed".
+      const refused = err.status === 400 ? refusedJsonRead(c) : undefined;
+      if (refused instanceof ValidationError) return c.json(refused.toJSON(), 422);
+      if (refused instanceof ApiError) return c.json(refused.toJSON(), refused.status as 413);
       if (err.status === 400 && /JSON/i.test(err.message)) {
         return c.json({ detail: [{ loc: ['body'], msg: 'Malformed JSON in request body', type: 'json_invalid' }] }, 422);
       }
@@ -96,6 +104,11 @@ export function createApp(deps: AppDeps) {
   app.route('/dashboard', createDashboard());
   app.get('/', (c) => c.redirect('/dashboard', 302));
 
+  // Routes that read their own body bound it themselves (readJsonBody); any JSON body read through
+  // `c.req.json()`, the json validator's way, gets the §3.3 byte bound and the JSON shape bounds.
+  const jsonReads = boundJsonReads(2 * deps.config.emailMaxMessageBytes + 1024 * 1024);
+  app.use('/v1/*', jsonReads);
+  app.use('/resend/*', jsonReads);
   const auth = requireApiKey(keyUseRecorder(deps.sql));
   app.use('/v1/*', async (c, next) => (c.req.path === '/v1/events/ses' ? next() : auth(c, next)));
   // Resend's API, for applications switching with only RESEND_BASE_URL; not in the schema.
@@ -105,6 +118,9 @@ export function createApp(deps: AppDeps) {
     registerResendTemplateRoutes(resend);
     registerResendReceivingRoutes(resend);
     registerResendContactRoutes(resend);
+    registerResendDomainRoutes(resend);
+    registerResendKeyRoutes(resend);
+    registerResendWebhookRoutes(resend);
     registerResendBroadcastRoutes(resend);
   }));
 

@@ -1,4 +1,5 @@
 import { IncomingMessage } from 'node:http';
+import type { Context, MiddlewareHandler } from 'hono';
 import { ApiError, ValidationError } from './errors.ts';
 
 // No `Connection: close` here: closing with the upload still arriving makes the kernel reset the
@@ -195,18 +196,32 @@ export function topLevelArrayCounter(): (chunk: Uint8Array) => number {
  */
 export const MAX_JSON_ENTRIES = 1000;
 export const MAX_JSON_DEPTH = 64;
+/**
+ * Nor more values in all (every value counts, objects and lists included, the outermost too): a
+ * million small lists, none over the entry bound, still take JSON.parse most of a second.
+ */
+export const MAX_JSON_VALUES = 100_000;
 
 type Frame = { array: boolean; count: number; key: string; expect: boolean };
 
 /**
- * Counts the entries of every JSON object and list, and their depth, over successive chunks of a
- * body, and throws a 422 naming the first container past a bound the moment its entry
- * `maxEntries + 1` starts to arrive: JSON.parse of 20 MiB of one-line headers takes the event loop
- * for most of a second before anything could count them. Only structure is tracked; malformed JSON
- * is left to the parser.
+ * Counts the entries of every JSON object and list, their depth and the values of the whole body,
+ * over successive chunks of a body, and throws a 422 naming the first container past a bound the
+ * moment its entry `maxEntries + 1` starts to arrive, or the body's value `maxValues + 1`:
+ * JSON.parse of 20 MiB of one-line headers takes the event loop for most of a second before
+ * anything could count them. Only structure is tracked; malformed JSON is left to the parser.
  */
-export function jsonShapeGuard(maxEntries = MAX_JSON_ENTRIES, maxDepth = MAX_JSON_DEPTH): (chunk: Uint8Array) => void {
+export function jsonShapeGuard(maxEntries = MAX_JSON_ENTRIES, maxDepth = MAX_JSON_DEPTH, maxValues = MAX_JSON_VALUES): (chunk: Uint8Array) => void {
   const stack: Frame[] = [];
+  // An entry of an object or list is one value (a member counts by its value); the body itself is one more.
+  let values = 0;
+  const countValue = () => {
+    if (++values > maxValues) {
+      throw new ValidationError([{
+        loc: ['body'], msg: `At most ${maxValues} values in one JSON body`, type: 'too_many_values', ctx: { max_values: maxValues },
+      }]);
+    }
+  };
   let inString = false;
   let escaped = false;
   let key: number[] | undefined; // the bytes of an object key being read
@@ -240,8 +255,10 @@ export function jsonShapeGuard(maxEntries = MAX_JSON_ENTRIES, maxDepth = MAX_JSO
       const b = chunk[i]!;
       if (b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09) continue;
       const top = stack.at(-1);
+      if (!top && values === 0) countValue(); // the body's own value
       if (top?.expect && b !== 0x5d && b !== 0x7d) { // not `]` or `}`: an entry starts
         top.expect = false;
+        countValue();
         if (++top.count > maxEntries) {
           throw new ValidationError([{
             loc: loc(stack.length - 1), msg: `At most ${maxEntries} entries in one object or list`, type: 'too_long', ctx: { max_length: maxEntries },
@@ -272,4 +289,32 @@ function parseJson(bytes: Buffer): unknown {
       ctx: { error: err instanceof Error ? err.message : 'invalid JSON' },
     }]);
   }
+}
+
+/** Why a bounded `c.req.json()` was refused, kept for onError: the json validator replaces any error of it by a bare 400. */
+const refusedReads = new WeakMap<object, Error>();
+
+/**
+ * Makes `c.req.json()` (what the routes' json validator calls) a bounded, guarded read like
+ * readJsonBody, so no JSON route parses an unbounded body, whichever way it reads.
+ */
+export function boundJsonReads(limitBytes: number): MiddlewareHandler {
+  return async (c, next) => {
+    if (c.req.method !== 'GET' && c.req.method !== 'HEAD') {
+      let read: Promise<unknown> | undefined;
+      c.req.json = <T>() => {
+        read ??= readJsonBody(c, limitBytes).catch((err: unknown) => {
+          if (err instanceof Error) refusedReads.set(c.req, err);
+          throw err;
+        });
+        return read as Promise<T>;
+      };
+    }
+    await next();
+  };
+}
+
+/** The refusal behind a failed `c.req.json()` of this request, if boundJsonReads refused it. */
+export function refusedJsonRead(c: Context): Error | undefined {
+  return refusedReads.get(c.req);
 }

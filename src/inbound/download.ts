@@ -1,7 +1,5 @@
-import { PassThrough, Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
 import type { Hono } from 'hono';
-import type { AttachmentStream, MessageText } from 'mailparser';
 import type { AppEnv } from '../http/context.ts';
 import type { Config } from '../platform/config.ts';
 import type { Sql } from '../platform/db.ts';
@@ -10,7 +8,7 @@ import { s3ObjectStore } from '../providers/s3.ts';
 import { verifyDownload } from './links.ts';
 import { getReceived, getReceivedRaw, type ReceivedRow } from './queries.ts';
 import { rawAvailable, withheld } from './schemas.ts';
-import { loadMailparser } from '../platform/mailparser.ts';
+import { extractAttachment, isMimeRefusal } from '../platform/mime-pool.ts';
 
 /**
  * The message's bytes: from PostgreSQL for an inline delivery, else from the customer's bucket
@@ -25,31 +23,6 @@ export async function openRaw(deps: { sql: Sql; config: Config }, row: ReceivedR
   const conn = await getProviderConnection(deps.sql, deps.config, row.projectId);
   if (!conn) return undefined;
   return (await s3ObjectStore(deps.config, conn).open(row.s3Bucket, row.s3Key)).body;
-}
-
-/**
- * The `index`th attachment's decoded bytes, as mailparser yields attachments: the message is
- * parsed again as it streams, the others pass through and are dropped.
- */
-export async function extractAttachment(source: Readable, index: number): Promise<Readable | undefined> {
-  const { MailParser } = await loadMailparser();
-  return new Promise((resolve, reject) => {
-    const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, keepCidLinks: true, checksumAlgo: false } as never);
-    let seen = 0;
-    let out: PassThrough | undefined;
-    parser.on('data', (data: AttachmentStream | MessageText) => {
-      if (data.type !== 'attachment') return;
-      data.content.on('end', () => data.release?.());
-      if (seen++ !== index) { data.content.resume(); return; }
-      out = new PassThrough();
-      data.content.pipe(out);
-      resolve(out);
-    });
-    pipeline(source, parser).then(
-      () => { if (!out) resolve(undefined); },
-      (err) => { if (out) out.destroy(err); else reject(err); },
-    );
-  });
 }
 
 const notFound = () => new Response('Not found\n', { status: 404, headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' } });
@@ -80,7 +53,11 @@ export function registerDownloadRoutes(app: Hono<AppEnv>) {
     if (target.part !== 'raw' && !attachment) return notFound();
     const raw = await openRaw({ sql, config }, row);
     if (!raw) return notFound();
-    const body = attachment ? await extractAttachment(raw, attachment.index) : raw;
+    // The attachment is found by parsing the message again, in the MIME pool (§22.1).
+    const body = attachment ? await extractAttachment(raw, attachment.index).catch((err: unknown) => {
+      if (isMimeRefusal(err)) return undefined;
+      throw err;
+    }) : raw;
     if (!body) return notFound();
     const headers: Record<string, string> = {
       'content-type': attachment ? safeType(attachment.content_type) : 'message/rfc822',

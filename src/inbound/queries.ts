@@ -30,6 +30,7 @@ export type ReceivedRow = {
   inReplyToEmailId: string | null;
   threadId: string;
   contentTooLarge: boolean;
+  parseFailed: boolean;
   bodyPurged: boolean;
   createdAt: Date;
 };
@@ -40,19 +41,24 @@ const COLUMNS = (sql: Sql | TxSql) => sql`
   id, project_id, ses_message_id, from_address, to_addresses, cc_addresses, reply_to_addresses, received_for, subject,
   message_id_header, in_reply_to, "references", html, text, stripped_text, headers, attachments, raw is not null as has_raw,
   s3_bucket, s3_key, raw_size, verdicts, is_auto_reply, is_bounce, in_reply_to_email_id, thread_id, content_too_large,
-  body_purged, created_at`;
+  parse_failed, body_purged, created_at`;
 
 /**
- * The projects receiving at the given domains (lower-cased), each once. This is how a message
- * finds its project, so it is the one query that looks across projects.
+ * The receiving domains among the given ones (lower-cased) of projects connected to one of the
+ * given SES accounts, each with the bucket and prefix its set-up named and whether its project
+ * holds this SES message already. This is how a message finds its project, so it is the one
+ * query that looks across projects: bounded by the accounts of the queue or topic that carried
+ * the notification, never by the recipient's domain alone.
  */
-export async function projectsReceivingAt(sql: Sql | TxSql, domains: string[], sesMessageId: string) {
-  return sql<{ projectId: string; domains: string[]; holding: boolean }[]>`
-    select d.project_id, array_agg(distinct lower(d.value)) as domains,
+export async function projectsReceivingAt(sql: Sql | TxSql, sesAccountIds: string[], domains: string[], sesMessageId: string) {
+  return sql<{ projectId: string; domain: string; bucket: string | null; prefix: string; holding: boolean }[]>`
+    select d.project_id, lower(d.value) as domain, d.receiving->>'bucket' as bucket, coalesce(d.receiving->>'prefix', '') as prefix,
       exists (select 1 from received_emails r where r.project_id = d.project_id and r.ses_message_id = ${sesMessageId}) as holding
     from domains d
+    join provider_connections c on c.project_id = d.project_id
     where lower(d.value) = any(${domains}::text[]) and d.receiving is not null
-    group by d.project_id order by d.project_id`;
+      and c.ses_account_id = any(${sesAccountIds}::bigint[])
+    order by d.project_id, lower(d.value)`;
 }
 
 /** Inserts the row unless the project holds the SES message already; answers its creation time if it did. */
@@ -60,11 +66,11 @@ export async function insertReceived(tx: TxSql, r: NewReceived): Promise<Date | 
   const [row] = await tx<[{ createdAt: Date }?]>`
     insert into received_emails (id, project_id, ses_message_id, from_address, to_addresses, cc_addresses, reply_to_addresses,
       received_for, subject, message_id_header, in_reply_to, "references", html, text, stripped_text, headers, attachments,
-      raw, s3_bucket, s3_key, raw_size, verdicts, is_auto_reply, is_bounce, in_reply_to_email_id, thread_id, content_too_large)
+      raw, s3_bucket, s3_key, raw_size, verdicts, is_auto_reply, is_bounce, in_reply_to_email_id, thread_id, content_too_large, parse_failed)
     values (${r.id}, ${r.projectId}, ${r.sesMessageId}, ${r.fromAddress}, ${r.toAddresses}, ${r.ccAddresses}, ${r.replyToAddresses},
       ${r.receivedFor}, ${r.subject}, ${r.messageIdHeader}, ${r.inReplyTo}, ${r.references}, ${r.html}, ${r.text}, ${r.strippedText},
       ${tx.json(r.headers)}, ${tx.json(r.attachments as never)}, ${r.raw}, ${r.s3Bucket}, ${r.s3Key}, ${r.rawSize},
-      ${tx.json(r.verdicts)}, ${r.isAutoReply}, ${r.isBounce}, ${r.inReplyToEmailId}, ${r.threadId}, ${r.contentTooLarge})
+      ${tx.json(r.verdicts)}, ${r.isAutoReply}, ${r.isBounce}, ${r.inReplyToEmailId}, ${r.threadId}, ${r.contentTooLarge}, ${r.parseFailed})
     on conflict (project_id, ses_message_id) do nothing
     returning created_at`;
   return row?.createdAt;

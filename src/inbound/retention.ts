@@ -4,14 +4,16 @@ import { countEvents } from '../events/record.ts';
 /**
  * Removes up to `batch` received emails created before `cutoff`, oldest first, with their
  * `email.received` events (taken off the daily counters, as for sent emails) and webhook
- * deliveries, in one statement. Their events live in a partition of their own (`rcv_…` ids),
+ * deliveries, in one statement. One whose delivery is still pending is kept until it is
+ * delivered or fails (§22.12), as a day of sent mail is. Their events live in a partition of their own (`rcv_…` ids),
  * which no day's drop touches, so they go here. The S3 objects stay: the bucket's lifecycle
  * owns them. Returns how many went.
  */
 export async function removeExpiredReceived(sql: Sql, cutoff: Date, batch: number): Promise<number> {
   const [row] = await sql<[{ removed: number }]>`
     with doomed as (
-      select id, project_id from received_emails where created_at < ${cutoff}
+      select id, project_id from received_emails r where created_at < ${cutoff}
+        and not exists (select 1 from webhook_deliveries w where w.email_id = r.id and w.project_id = r.project_id and w.status = 'pending')
       order by created_at limit ${batch} for update skip locked),
     gone_deliveries as (
       delete from webhook_deliveries w using doomed d where w.email_id = d.id and w.project_id = d.project_id),

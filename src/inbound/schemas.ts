@@ -41,6 +41,7 @@ const fields = {
   in_reply_to_email_id: z.string().nullable().openapi({ description: 'The email this message answers, when Mailroom knows it.' }),
   thread_id: z.string().openapi({ description: 'The id of the first email of the chain, sent or received.' }),
   content_too_large: z.boolean(),
+  parse_failed: z.boolean().openapi({ description: 'The message was over a parse budget or could not be parsed: it is stored from the notification\'s headers, with no bodies or attachments.' }),
   created_at: z.string(),
 };
 
@@ -96,6 +97,7 @@ export function toReceivedData(row: ReceivedRow) {
     in_reply_to_email_id: row.inReplyToEmailId,
     thread_id: row.threadId,
     content_too_large: row.contentTooLarge,
+    parse_failed: row.parseFailed,
     created_at: row.createdAt.toISOString(),
   };
 }

@@ -8,6 +8,7 @@ import { sha256 } from '../platform/crypto.ts';
 import { getProviderConnection } from '../providers/connections.ts';
 import { DISABLED_VERDICTS } from './notification.ts';
 import { parseReceived } from './parse.ts';
+import { isMimeRefusal } from '../platform/mime-pool.ts';
 import { newAttachmentId } from './ingest.ts';
 import { storeReceived } from './store.ts';
 import { getReceived } from './queries.ts';
@@ -45,7 +46,11 @@ export function registerSinkInboundRoute(app: OpenAPIHono<AppEnv>) {
     }
     const raw = await readBoundedBody(c, config.emailMaxMessageBytes);
     if (!raw.length) throw new ValidationError([{ loc: ['body'], msg: 'The message is empty', type: 'value_error' }]);
-    const parsed = await parseReceived(Readable.from([raw]), newAttachmentId);
+    const parsed = await parseReceived(Readable.from([raw]), newAttachmentId).catch((err: unknown) => {
+      // Over a parse budget or unreadable (§22.1): the message is at fault, and would be again.
+      if (isMimeRefusal(err)) throw new ValidationError([{ loc: ['body'], msg: `The message was not stored: ${err.message}`, type: 'value_error' }]);
+      throw err;
+    });
     // SES names a message by an id of its own; a local one by its bytes, so a retried post is stored once.
     const sesMessageId = `sink-${sha256(raw).toString('hex')}`;
     const recipients = [...new Set([...parsed.to, ...parsed.cc].map((a) => bareAddress(a).toLowerCase()))];

@@ -16,6 +16,8 @@ export type Incoming = {
   s3: { bucket: string; key: string } | null;
   rawSize: number | null;
   contentTooLarge: boolean;
+  /** Stored from the notification alone: the message was over a parse budget, unreadable, or poison (§22.4). */
+  parseFailed?: boolean;
 };
 
 export type Target = { projectId: string; receivedFor: string[] };
@@ -65,6 +67,7 @@ export async function storeReceivedIn(tx: TxSql, targets: Target[], m: Incoming)
         inReplyToEmailId: parent?.emailId ?? null,
         threadId: parent?.threadId ?? id,
         contentTooLarge: m.contentTooLarge,
+        parseFailed: m.parseFailed ?? false,
         bodyPurged: false,
       };
       const createdAt = await insertReceived(tx, { ...row, raw: m.raw });

@@ -64,3 +64,29 @@ export async function touchKey(sql: Sql, projectId: string, keyId: string) {
     where id = ${keyId} and project_id = ${projectId}
       and (last_used_at is null or last_used_at < now() - interval '1 minute')`;
 }
+
+/**
+ * A page of the project's keys still in use, newest first (Resend's `after`/`before` paging):
+ * under `/resend` a revoked key is a removed one.
+ */
+export async function listActiveKeysPage(sql: Sql, projectId: string, opts: { limit: number; after?: string; before?: string }) {
+  const rows = opts.before
+    ? (await sql<ApiKeyRow[]>`
+        select id, project_id, name, key_prefix, permission, created_at, last_used_at, revoked_at
+        from api_keys where project_id = ${projectId} and revoked_at is null and id > ${opts.before}
+        order by id asc limit ${opts.limit + 1}`).reverse()
+    : await sql<ApiKeyRow[]>`
+        select id, project_id, name, key_prefix, permission, created_at, last_used_at, revoked_at
+        from api_keys where project_id = ${projectId} and revoked_at is null
+          ${opts.after ? sql`and id < ${opts.after}` : sql``}
+        order by id desc limit ${opts.limit + 1}`;
+  const hasMore = rows.length > opts.limit;
+  return { rows: opts.before ? rows.slice(Math.max(0, rows.length - opts.limit)) : rows.slice(0, opts.limit), hasMore };
+}
+
+export async function findKey(sql: Sql, projectId: string, keyId: string) {
+  const [row] = await sql<[ApiKeyRow?]>`
+    select id, project_id, name, key_prefix, permission, created_at, last_used_at, revoked_at
+    from api_keys where id = ${keyId} and project_id = ${projectId}`;
+  return row;
+}

@@ -21,11 +21,20 @@ function tokenHash(token: string): Buffer {
   return sha256(token);
 }
 
+/** Replacing or withdrawing an invitation the actor may not handle (an owner's, for an admin). */
+export class InvitationRefused extends ServiceError {
+  constructor(readonly role: Role) {
+    super('invalid_input', `Only an owner may withdraw or replace an invitation as ${role}.`);
+  }
+}
+
 /**
  * Invites `email` as `role`. A second invitation to the same address replaces the first, whose
- * link stops working. `baseUrl` is the instance's public origin, e.g. https://mail.example.com.
+ * link stops working (`member.invitation_withdrawn`, in the same transaction). `baseUrl` is the
+ * instance's public origin, e.g. https://mail.example.com. `handles` are the roles whose open
+ * invitations the inviter may replace (all, for the CLI); another's is refused, InvitationRefused.
  */
-export async function createInvitation(sql: Sql, input: { email: string; role: string; invitedBy: string | null; baseUrl: string }): Promise<Invitation> {
+export async function createInvitation(sql: Sql, input: { email: string; role: string; invitedBy: string | null; baseUrl: string; handles?: readonly Role[] }): Promise<Invitation> {
   let email: string;
   try {
     email = checkEmail(input.email);
@@ -38,7 +47,14 @@ export async function createInvitation(sql: Sql, input: { email: string; role: s
   const id = newId('invitation');
   const row = await sql.begin(async (tx) => {
     if (await getMemberByEmail(tx, email)) throw new ServiceError('conflict', `${email} is already a member.`);
-    await tx`delete from member_invitations where email = ${email} and accepted_at is null`;
+    const open = await tx<{ id: string; role: Role }[]>`
+      select id, role from member_invitations where email = ${email} and accepted_at is null order by id for update`;
+    const refused = open.find((o) => input.handles && !input.handles.includes(o.role));
+    if (refused) throw new InvitationRefused(refused.role);
+    for (const old of open) {
+      await tx`delete from member_invitations where id = ${old.id}`;
+      await recordAudit(tx, { action: 'member.invitation_withdrawn', projectId: null, target: { type: 'member', id: old.id }, changes: { email, role: old.role, replaced: true } });
+    }
     const [inserted] = await tx<[{ expiresAt: Date }]>`
       insert into member_invitations (id, email, role, token_hash, invited_by, expires_at)
       values (${id}, ${email}, ${input.role}, ${tokenHash(token)}, ${input.invitedBy}, now() + ${`${INVITATION_DAYS} days`}::interval)
@@ -74,10 +90,14 @@ export async function acceptInvitation(sql: Sql, token: string, password: string
     if (err instanceof SignupError) throw new ServiceError('invalid_input', err.message);
     throw err;
   }
+  // The link is checked before the password is hashed (128 MiB and a pool thread each), so a
+  // stranger's unknown or spent token costs one indexed read. It is checked again, locked, below.
+  const gone = () => new ServiceError('not_found', 'This invitation link was used already, has expired, or was withdrawn.');
+  if (!(await findInvitation(sql, token))) throw gone();
   const passwordHash = await hashPassword(password);
   return sql.begin(async (tx) => {
     const invitation = await findInvitation(tx, token, true);
-    if (!invitation) throw new ServiceError('not_found', 'This invitation link was used already, has expired, or was withdrawn.');
+    if (!invitation) throw gone();
     const member = await insertMember(tx, invitation.email, invitation.role, passwordHash);
     await markAccepted(tx, invitation.id, member.id);
     await recordJoined(tx, member, 'local', ip);
@@ -93,11 +113,21 @@ export async function openInvitationFor(tx: TxSql, email: string): Promise<OpenI
   return row;
 }
 
-export async function withdrawInvitation(sql: Sql, invitationId: string) {
-  const [row] = await sql<[{ id: string; email: string; role: Role }?]>`
-    delete from member_invitations where id = ${invitationId} and accepted_at is null returning id, email, role`;
-  if (!row) throw new ServiceError('not_found', 'There is no such open invitation.');
-  return row;
+/**
+ * Withdraws an open invitation: its link stops working, and `member.invitation_withdrawn` commits
+ * with it. `handles` are the roles the actor may withdraw (all, when not given); another's is
+ * refused with InvitationRefused, checked on the locked row.
+ */
+export async function withdrawInvitation(sql: Sql, invitationId: string, handles?: readonly Role[]) {
+  return sql.begin(async (tx) => {
+    const [row] = await tx<[{ id: string; email: string; role: Role }?]>`
+      select id, email, role from member_invitations where id = ${invitationId} and accepted_at is null for update`;
+    if (!row) throw new ServiceError('not_found', 'There is no such open invitation.');
+    if (handles && !handles.includes(row.role)) throw new InvitationRefused(row.role);
+    await tx`delete from member_invitations where id = ${row.id}`;
+    await recordAudit(tx, { action: 'member.invitation_withdrawn', projectId: null, target: { type: 'member', id: row.id }, changes: { email: row.email, role: row.role } });
+    return row;
+  });
 }
 
 export async function getOpenInvitation(sql: Sql, invitationId: string) {

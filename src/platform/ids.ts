@@ -44,9 +44,25 @@ export const ID_PREFIX = {
   broadcast: 'bc_',
 } as const;
 
+/**
+ * The database's clock minus this host's, in ms, as id-clock.ts last measured it. An id's time is
+ * its day partition (§17.1), and the database's day is the one that counts (§22.12): a host whose
+ * clock is days off still files its mail under the database's today.
+ */
+let clockOffsetMs = 0;
+
+export function setIdClockOffset(ms: number) {
+  clockOffsetMs = ms;
+}
+
+/** Now by the database's clock, as ids are made from it (Date.now() value). */
+export function idClockNow(): number {
+  return Date.now() + clockOffsetMs;
+}
+
 /** Prefix + a 26-character ULID: lexical order is creation order, which cursor paging uses. */
 export function newId(kind: keyof typeof ID_PREFIX): string {
-  return ID_PREFIX[kind] + ulid();
+  return ID_PREFIX[kind] + ulid(idClockNow());
 }
 
 /**

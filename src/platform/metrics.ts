@@ -72,6 +72,14 @@ const smtpSubmissions = new Counter({
 });
 for (const outcome of ['accepted', 'rejected', 'auth_failed']) smtpSubmissions.labels(outcome);
 
+const inboundParseFailed = new Counter({
+  name: 'mailroom_inbound_parse_failed_total',
+  help: 'Received messages stored from their notification with parse_failed, by reason: over a parse budget or unreadable (refused), or failing to parse or store five times (poison).',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
+for (const reason of ['refused', 'poison']) inboundParseFailed.labels(reason);
+
 export type Provider = 'ses' | 'sink';
 export type EmailOutcome = 'sent' | 'failed' | 'throttled' | 'retried';
 
@@ -111,6 +119,10 @@ export function recordTrackingHitsUnrecorded(count: number) {
 }
 export function recordSinkMessage() {
   sinkMessages.inc();
+  recorded++;
+}
+export function recordInboundParseFailed(reason: 'refused' | 'poison') {
+  inboundParseFailed.inc({ reason });
   recorded++;
 }
 export function recordSmtpSubmission(outcome: 'accepted' | 'rejected' | 'auth_failed') {

@@ -14,9 +14,11 @@ import { createApp } from '../http/app.ts';
 import { logOwnerSetup } from '../../dashboard/setup.ts';
 import { closeSinkFeeds } from '../sink/live.ts';
 import { hitsRecorded } from '../tracking/record.ts';
+import { closeMimePool } from './mime-pool.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
 import type { WorkerDeps } from '../interfaces.ts';
 import type { TaskList } from 'graphile-worker';
+import { startIdClock } from './id-clock.ts';
 
 export type Role = 'api' | 'worker' | 'all';
 
@@ -41,7 +43,7 @@ export function configOrExit(defaults?: ConfigDefaults): Config {
 export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolean } = {}) {
   const { config, sql, log } = deps;
   // Loaded here, not at the top: an API process never needs graphile-worker, the SMTP sink,
-  // mailparser's charset tables or the AWS clients, and doesn't carry them.
+  // or the AWS clients, and doesn't carry them (mailparser lives only in the MIME pool's threads).
   const [{ buildCrontab, buildTaskList, startWorkerServices }, { startWorker }] = await Promise.all([import('../tasks.ts'), import('./worker.ts')]);
   // The sink listens before jobs start, so sink-bound sends picked up at boot find it.
   const services = await startWorkerServices(deps);
@@ -136,6 +138,8 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   }
 
   const sql = createSql(config.databaseUrl, { max: role === 'all' ? 20 : 10, appName: `mailroom-${role}` });
+  // Ids (and so the day partitions mail is filed under) follow the database's clock, not this host's.
+  const stopIdClock = await startIdClock(sql, log);
   if (config.migrateOnStart) await reencodeLegacySecrets(sql, config);
   const redis = config.redisUrl ? createRedis(config.redisUrl, log) : undefined;
   const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, log) : new MemoryRateLimiter();
@@ -161,7 +165,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
       await hitsRecorded();
     }]);
     if (config.relay) {
-      // Loaded only when on: smtp-server and mailparser stay out of an API process without it.
+      // Loaded only when on: smtp-server stays out of an API process without it.
       const { startRelay } = await import('../relay/server.ts');
       const relay = await startRelay({ config, sql, log, limiter }).catch((err: unknown) => {
         if (!(err instanceof ConfigError)) throw err;
@@ -200,7 +204,8 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
 
   // Bounded: after a connection error, postgres.js 3.4.9 keeps the failed query as the connection's
   // current one, and its end() waits for that query for good (porsager/postgres#1097, #1130).
-  steps.push(['redis', async () => { redis?.disconnect(); }], ['database', () => sql.end({ timeout: 5 })], ...finalSteps);
+  // The MIME pool's threads end once nothing more can hand them a message.
+  steps.push(['mime pool', closeMimePool], ['redis', async () => { redis?.disconnect(); }], ['database', async () => { stopIdClock(); await sql.end({ timeout: 5 }); }], ...finalSteps);
   const close = async () => {
     for (const [, step] of steps) await step().catch(() => {});
   };

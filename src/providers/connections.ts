@@ -161,9 +161,12 @@ export function effectiveRate(accountRate: number | null | undefined, cap: numbe
   return rates.length ? Math.min(...rates) : null;
 }
 
-/** The project that trusts this SNS topic, for HTTPS push. */
-export async function findConnectionByTopicArn(sql: Sql, config: Config, topicArn: string) {
-  const [row] = await sql<[ConnectionRow?]>`
-    select ${CONNECTION_COLUMNS(sql)} from provider_connections where sns_topic_arn = ${topicArn} limit 1`;
-  return row ? reveal(config, row) : undefined;
+/**
+ * The connections that trust this SNS topic, for HTTPS push: the topic speaks for their projects
+ * and their SES accounts only.
+ */
+export async function findConnectionsByTopicArn(sql: Sql, config: Config, topicArn: string, log?: Logger) {
+  const rows = await sql<ConnectionRow[]>`
+    select ${CONNECTION_COLUMNS(sql)} from provider_connections where sns_topic_arn = ${topicArn} order by project_id limit 100`;
+  return revealEach(config, rows, log);
 }

@@ -1,6 +1,7 @@
 import { SESv2Client } from '@aws-sdk/client-sesv2';
 import type { Config } from '../platform/config.ts';
 import type { ProviderConnection } from './connections.ts';
+import { AWS_DEADLINES, awsRequestHandler } from './aws-http.ts';
 
 const clients = new Map<string, { version: string; client: SESv2Client }>();
 
@@ -21,6 +22,7 @@ export function sesClientFor(config: Config, conn: ProviderConnection, region: s
     credentials: { accessKeyId: conn.accessKeyId, secretAccessKey: conn.secretAccessKey },
     ...(config.awsEndpointSesv2 ? { endpoint: config.awsEndpointSesv2 } : {}),
     maxAttempts: 1, // retries are the job queue's, with backoff an hour long, not the SDK's
+    requestHandler: awsRequestHandler(AWS_DEADLINES.sesv2),
   });
   clients.set(key, { version, client });
   return client;

@@ -2,6 +2,7 @@ import type { ReceiptRule } from '@aws-sdk/client-ses';
 import type { Config } from '../platform/config.ts';
 import type { ProviderConnection } from './connections.ts';
 import { loadOnce } from '../platform/load-once.ts';
+import { AWS_DEADLINES, awsRequestHandler } from './aws-http.ts';
 
 /** The rule set Mailroom makes and activates, only when the region has none active. */
 export const MAILROOM_RULE_SET = 'mailroom';
@@ -29,6 +30,7 @@ async function client(config: Config, conn: ProviderConnection, region: string) 
     credentials: { accessKeyId: conn.accessKeyId, secretAccessKey: conn.secretAccessKey },
     ...(config.awsEndpointSes ? { endpoint: config.awsEndpointSes } : {}),
     maxAttempts: 2,
+    requestHandler: awsRequestHandler(AWS_DEADLINES.ses),
   });
 }
 

@@ -12,6 +12,7 @@ import { recordRelayListeners, type RelayListener } from './address.ts';
 import { SmtpReply } from './reply.ts';
 import { holdWritesForTurn } from '../sink/reply-batching.ts';
 import { submitMessage, type RelayDeps, type RelayUser } from './service.ts';
+import { ClientSlots } from './client-slots.ts';
 
 export type RelayServer = { listeners: RelayListener[]; close(): Promise<void> };
 
@@ -26,6 +27,8 @@ type Connection = {
   _parser: Parser | false;
   _createParser(): Parser;
   close(): void;
+  /** Runs once whichever socket of the session closes. */
+  _onClose(): void;
   /** The socket replies go to: the TLS one after STARTTLS. */
   _socket: Socket;
   send(code: number, data?: string | string[], context?: string | false): void;
@@ -36,7 +39,18 @@ declare module 'smtp-server' {
   interface SMTPServer {
     /** Takes an accepted socket and starts reading it (called by the server for each one). */
     connect(socket: Socket, socketOptions: unknown): void;
+    /**
+     * Guards a socket from accept until connect() (the implicit TLS handshake, a PROXY header):
+     * answers the guard's release, or false when the socket was refused and destroyed.
+     */
+    _acceptSocket(socket: Socket, handshake: boolean): (() => void) | false;
   }
+}
+
+// The pre-TLS count below hooks smtp-server's accept guard; a version without it must not start
+// silently uncounted.
+if (typeof (SMTPServer.prototype as { _acceptSocket?: unknown })._acceptSocket !== 'function') {
+  throw new Error('smtp-server has no _acceptSocket: the relay cannot count connections before TLS');
 }
 
 /**
@@ -45,9 +59,39 @@ declare module 'smtp-server' {
  * plaintext AUTH is not allowed, whether or not this listener offers STARTTLS.
  */
 class RelaySmtpServer extends SMTPServer {
-  constructor(options: SMTPServerOptions, private readonly requireTls: boolean, private readonly lineTimeoutMs: number) {
+  constructor(options: SMTPServerOptions, private readonly requireTls: boolean, private readonly lineTimeoutMs: number, private readonly slots: ClientSlots) {
     super(options);
   }
+
+  /**
+   * Every socket is counted from accept, before any TLS: on the implicit-TLS port a connection
+   * that never finishes (or starts) its handshake holds a slot, so it counts toward both limits.
+   * There nothing can be said before the handshake, so one past a limit is closed at once; a
+   * plain connection goes on to its greeting, where onConnect answers 421. smtp-server closes a
+   * handshake not done within the idle timeout.
+   */
+  override _acceptSocket(socket: Socket, handshake: boolean) {
+    if (handshake && !this.slots.fits(socket.remoteAddress)) {
+      socket.on('error', () => {});
+      socket.destroy();
+      return false;
+    }
+    const slot = this.slots.hold(socket);
+    const release = super._acceptSocket(socket, handshake);
+    if (!release) {
+      slot();
+      return false;
+    }
+    // smtp-server calls the release right before it hands the socket (or the TLS socket over it)
+    // to connect(), which takes the slot on to the session.
+    return () => {
+      release();
+      this.#handover = slot;
+    };
+  }
+
+  /** The slot of the socket being handed to connect(). */
+  #handover: (() => void) | undefined;
 
   /**
    * A command line or a DATA section must be finished within lineTimeoutMs of its first byte.
@@ -94,8 +138,18 @@ class RelaySmtpServer extends SMTPServer {
   }
 
   override connect(socket: Socket, socketOptions: unknown) {
+    const slot = this.#handover;
+    this.#handover = undefined;
     super.connect(socket, socketOptions);
     const connection = [...this.connections].at(-1) as unknown as Connection;
+    // The session's end frees its slot, whichever socket (plain, TLS, after STARTTLS) closed.
+    if (slot) {
+      const onClose = connection._onClose.bind(connection);
+      connection._onClose = () => {
+        slot();
+        onClose();
+      };
+    }
     const write = connection.send.bind(connection);
     // Every reply of one turn leaves in one write: those to a pipelined packet's commands, and
     // the 250 for a message together with the replies to the next message's MAIL, RCPT and DATA
@@ -187,13 +241,15 @@ export async function startRelay(deps: RelayDeps): Promise<RelayServer> {
         callback(asCallbackError(new SmtpReply(454, '4.7.0', 'Temporary authentication failure; try again')));
       });
     },
-    // One client address holds at most RELAY_MAX_CONNECTIONS_PER_CLIENT of the slots. The count
-    // covers both listeners (they share one set of connections).
+    // One client holds at most RELAY_MAX_CONNECTIONS_PER_CLIENT of the slots, and the relay
+    // RELAY_MAX_CONNECTIONS, counting connections of both listeners from accept (ClientSlots),
+    // TLS handshakes included. This connection is counted already.
     onConnect(session, callback) {
-      let mine = 0;
-      for (const c of servers[0]!.server.connections) if ((c as { remoteAddress?: string }).remoteAddress === session.remoteAddress) mine++;
-      if (mine > relay.maxConnectionsPerClient) {
+      if (slots.held(session.remoteAddress) > relay.maxConnectionsPerClient) {
         return callback(asCallbackError(new SmtpReply(421, '4.7.0', `Too many connections from your address (at most ${relay.maxConnectionsPerClient}); try again later`)));
+      }
+      if (slots.total > relay.maxConnections) {
+        return callback(asCallbackError(new SmtpReply(421, '4.7.0', 'Too many connected clients; try again in a moment')));
       }
       callback();
     },
@@ -246,11 +302,12 @@ export async function startRelay(deps: RelayDeps): Promise<RelayServer> {
     },
   };
 
+  const slots = new ClientSlots(relay.maxConnections, relay.maxConnectionsPerClient);
   const servers: Array<{ server: RelaySmtpServer; kind: RelayListener['kind']; port: number }> = [
-    { server: new RelaySmtpServer(options, requireTls, relay.idleTimeoutMs), kind: 'starttls', port: relay.port },
+    { server: new RelaySmtpServer(options, requireTls, relay.idleTimeoutMs, slots), kind: 'starttls', port: relay.port },
   ];
   if (relay.smtpsPort !== undefined && tls) {
-    const implicit = new RelaySmtpServer({ ...options, secure: true }, requireTls, relay.idleTimeoutMs);
+    const implicit = new RelaySmtpServer({ ...options, secure: true }, requireTls, relay.idleTimeoutMs, slots);
     // One set of connections for both listeners: smtp-server counts `maxClients` against it, so
     // RELAY_MAX_CONNECTIONS bounds the relay as a whole, not each port.
     implicit.connections = servers[0]!.server.connections;

@@ -1,10 +1,10 @@
-import libmime from 'libmime';
 import addressparser from 'nodemailer/lib/addressparser';
 import { fieldValues, type HeaderSection } from '../emails/submitted.ts';
 import type { Submission } from '../emails/service.ts';
 import { FromAddress, Tags, type EmailTag } from '../emails/validate.ts';
 import { isMailbox } from '../emails/mailbox.ts';
 import { badMessage } from './reply.ts';
+import { decodeWords } from '../platform/mime-pool.ts';
 
 const TAGS_HEADER = 'X-Mailroom-Tags';
 const MAX_MESSAGE_ID = 998;
@@ -37,15 +37,13 @@ function replyToAddresses(raw: Buffer, section: HeaderSection): string[] {
   return [...new Set(list)];
 }
 
-/** The Subject field, its RFC 2047 encoded words decoded. */
-function subject(raw: Buffer, section: HeaderSection): string {
+/** The Subject field, its RFC 2047 encoded words decoded (in the MIME pool, §22.1). */
+async function subject(raw: Buffer, section: HeaderSection): Promise<string> {
   const value = fieldValues(raw, section, 'subject')[0];
   if (value === undefined) return '';
-  try {
-    return libmime.decodeWords(value);
-  } catch {
-    return value;
-  }
+  // Plain ASCII has no encoded word to decode: no trip to the pool.
+  if (!value.includes('=?')) return value;
+  return decodeWords(value);
 }
 
 /** Text for the columns the API and dashboard show: PostgreSQL takes neither NUL nor lone surrogates. */
@@ -82,18 +80,16 @@ function tags(raw: Buffer, section: HeaderSection): EmailTag[] {
 /**
  * What a submitted message becomes: the From header as `from`, the RCPT TO addresses split by
  * the To and Cc headers into `to` and `cc` (the rest are `bcc`), the subject and tags, all read
- * from the header section alone. The bodies are not read here: `text` and `html` are read from
- * the message by the worker as the email settles, and by reads until then (submittedBodies), so
- * accepting one costs no MIME parse.
- * The message itself is kept as submitted.
+ * from the header section alone. The bodies are read by the caller, in the MIME pool
+ * (submittedBodies). The message itself is kept as submitted.
  */
-export function readSubmission(raw: Buffer, section: HeaderSection, recipients: string[]): Submission {
+export async function readSubmission(raw: Buffer, section: HeaderSection, recipients: string[]): Promise<Submission> {
   const from = sender(raw, section);
   const tagList = tags(raw, section);
   const messageId = fieldValues(raw, section, 'message-id')[0] || undefined;
   // It keys the retry dedupe's index, whose entries must stay small.
   if (messageId && Buffer.byteLength(messageId) > MAX_MESSAGE_ID) throw badMessage(`Invalid Message-ID header: longer than ${MAX_MESSAGE_ID} bytes`);
-  const subjectText = storable(subject(raw, section));
+  const subjectText = storable(await subject(raw, section));
   if (subjectText.length > MAX_SUBJECT) throw badMessage(`Invalid Subject header: longer than ${MAX_SUBJECT} characters unfolded, the API's limit`);
   const replyTo = replyToAddresses(raw, section);
   const inTo = listed(raw, section, 'to');

@@ -1,4 +1,5 @@
 import type { CronItem, Task } from 'graphile-worker';
+import { z } from 'zod';
 import { GetAccountCommand } from '@aws-sdk/client-sesv2';
 import type { WorkerDeps } from '../interfaces.ts';
 import { listConnections, type ProviderConnection } from '../providers/connections.ts';
@@ -18,7 +19,9 @@ export const REPUTATION_CHECK_CRON: CronItem = {
   task: 'reputation__check',
   match: '* * * * *',
   identifier: 'reputation__check',
-  options: { backfillPeriod: 0 },
+  // One sweep at a time: a tick while one runs waits behind it (its queue), and ticks waiting
+  // meanwhile are one job (its key), never a pile of sweeps over the same projects.
+  options: { backfillPeriod: 0, queueName: 'reputation__check', jobKey: 'reputation__check' },
 };
 
 /** Under 5 minutes, so a cron tick a little late still reads every account within 5 minutes. */
@@ -65,24 +68,61 @@ export async function applyAccountReading(deps: WorkerDeps, conn: ProviderConnec
   });
 }
 
-/** Reads every account due a reading, once per account; one failing is logged and never stops the others. */
-export async function checkAccounts(deps: WorkerDeps, opts: { all?: boolean } = {}) {
-  const due = new Set((await deps.sql<{ id: string }[]>`
+/** The accounts due a reading (or every one), by id. */
+async function dueAccounts(deps: WorkerDeps, all: boolean): Promise<string[]> {
+  const rows = await deps.sql<{ id: string }[]>`
     select id::text from ses_accounts
-    where ${opts.all ?? false} or account_checked_at is null or account_checked_at < now() - ${ACCOUNT_READ_EVERY}::interval`).map((r) => r.id));
-  for (const conn of await listConnections(deps.sql, deps.config, deps.log)) {
-    if (!due.delete(conn.sesAccountId)) continue;
-    try {
-      await applyAccountReading(deps, conn, await readAccount(deps, conn));
-    } catch (err) {
-      deps.log.warn({ projectId: conn.projectId, err: (err as Error).name }, 'could not read the SES account');
-    }
+    where ${all} or account_checked_at is null or account_checked_at < now() - ${ACCOUNT_READ_EVERY}::interval
+    order by id`;
+  return rows.map((r) => r.id);
+}
+
+/** Reads one account through one of its connections and stores what SES said; false when it has none. */
+export async function checkAccount(deps: WorkerDeps, accountId: string): Promise<boolean> {
+  const conn = (await listConnections(deps.sql, deps.config, deps.log)).find((c) => c.sesAccountId === accountId);
+  if (!conn) return false;
+  try {
+    await applyAccountReading(deps, conn, await readAccount(deps, conn));
+  } catch (err) {
+    deps.log.warn({ projectId: conn.projectId, err: (err as Error).name }, 'could not read the SES account');
   }
+  return true;
+}
+
+/** Reads every account due a reading, once per account, one after another (the CLI and tests). */
+export async function checkAccounts(deps: WorkerDeps, opts: { all?: boolean } = {}) {
+  for (const id of await dueAccounts(deps, opts.all ?? false)) await checkAccount(deps, id);
+}
+
+/**
+ * A `reputation__read_account` job per account due a reading, keyed by the account: each reads
+ * its own account (GetAccount has up to 10 s), side by side, so one slow account never delays
+ * another's reading past 5 minutes, and an account never has two readings waiting.
+ */
+export async function enqueueAccountReadings(deps: WorkerDeps): Promise<number> {
+  const due = await dueAccounts(deps, false);
+  if (due.length === 0) return 0;
+  await deps.sql`
+    select graphile_worker.add_jobs(array(
+      select row('reputation__read_account', json_build_object('ses_account_id', id), null, now(), 1,
+                 'reputation__read_account:' || id, null, null)::graphile_worker.job_spec
+      from unnest(${due}::text[]) as a(id) order by id))`;
+  return due.length;
+}
+
+const ReadAccountPayload = z.object({ ses_account_id: z.string().regex(/^\d+$/) });
+
+/** `reputation__read_account`: one account's GetAccount reading (safe to run twice: it stores the latest). */
+export function accountReadTask(deps: WorkerDeps): Task {
+  return async (payload) => {
+    const { ses_account_id: accountId } = ReadAccountPayload.parse(payload);
+    await checkAccount(deps, accountId);
+  };
 }
 
 export function reputationCheckTask(deps: WorkerDeps): Task {
   return async () => {
-    await checkAccounts(deps);
+    await enqueueAccountReadings(deps);
     await evaluateAll(deps.sql, deps.log);
     await foldCounters(deps.sql);
   };

@@ -42,18 +42,28 @@ export async function evaluateReputation(tx: TxSql, log: Logger, projectId: stri
   const windows = await readWindows(tx, projectId);
   // The account's windows cross for its other projects too, even while this one is paused.
   const overAccount = crossing(windows, state, 'pause', ['account']);
-  const peers = overAccount ? await pauseAccountPeers(tx, log, projectId, state.accountId) : [];
+  const due = new Map<string, { over: Crossing; why: string }>();
   const over = state.pausedAt ? undefined : crossing(windows, state, 'pause', ['project']) ?? overAccount;
-  if (over) {
-    const reason = `${over.kind}_rate`;
-    const paused = await pauseProjects(tx, [projectId], reason);
-    for (const id of paused) await recordProjectEvent(tx, id, 'project.sending_paused', eventData(id, over, reason));
-    log.warn({ projectId, ...over }, 'project paused: reputation over its pause threshold');
-    await stampPause(tx, [...peers, ...paused]);
-    return;
+  if (over) due.set(projectId, { over, why: 'project paused: reputation over its pause threshold' });
+  if (overAccount) {
+    for (const [peer, peerOver] of await accountPeersOver(tx, projectId, state.accountId)) {
+      due.set(peer, { over: peerOver, why: 'project paused: its SES account is over the pause threshold' });
+    }
   }
-  await stampPause(tx, peers);
-  if (state.pausedAt) return;
+  // Every pause of this transaction in one id order: two projects of an account crossing at the
+  // same moment lock each other's rows in the same order, never in opposite ones (§22.9).
+  const paused: string[] = [];
+  for (const id of [...due.keys()].sort()) {
+    const { over: o, why } = due.get(id)!;
+    const reason = `${o.kind}_rate`;
+    for (const p of await pauseProjects(tx, [id], reason)) {
+      await recordProjectEvent(tx, p, 'project.sending_paused', eventData(p, o, reason));
+      log.warn({ projectId: p, ...o }, why);
+      paused.push(p);
+    }
+  }
+  await stampPause(tx, paused);
+  if (state.pausedAt || over) return;
   const warn = crossing(windows, state, 'warn');
   if (await markWarned(tx, projectId, warn !== undefined) && warn) {
     await recordProjectEvent(tx, projectId, 'project.reputation_warning', eventData(projectId, warn));
@@ -62,25 +72,19 @@ export async function evaluateReputation(tx: TxSql, log: Logger, projectId: stri
 }
 
 /**
- * The account's rates crossed: every other project on it whose account windows (counted from its
- * own last resume) cross its own pause threshold is paused too. Answers those it paused.
+ * The account's rates crossed: the account's other projects, not paused, whose account windows
+ * (counted from their own last resume) cross their own pause threshold, with that crossing.
  */
-async function pauseAccountPeers(tx: TxSql, log: Logger, projectId: string, accountId: string): Promise<string[]> {
-  const paused: string[] = [];
+async function accountPeersOver(tx: TxSql, projectId: string, accountId: string): Promise<Map<string, Crossing>> {
+  const over = new Map<string, Crossing>();
   for (const peer of await projectsOnAccount(tx, accountId)) {
     if (peer === projectId) continue;
     const state = await readState(tx, peer);
     if (state.pausedAt) continue;
-    const over = crossing(await readWindows(tx, peer), state, 'pause', ['account']);
-    if (!over) continue;
-    const reason = `${over.kind}_rate`;
-    for (const id of await pauseProjects(tx, [peer], reason)) {
-      await recordProjectEvent(tx, id, 'project.sending_paused', eventData(id, over, reason));
-      log.warn({ projectId: id, ...over }, 'project paused: its SES account is over the pause threshold');
-      paused.push(id);
-    }
+    const c = crossing(await readWindows(tx, peer), state, 'pause', ['account']);
+    if (c) over.set(peer, c);
   }
-  return paused;
+  return over;
 }
 
 /** Evaluates every connected project that is not paused, each in its own transaction (the periodic sweep). */

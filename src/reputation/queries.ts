@@ -131,10 +131,12 @@ export async function resumeProject(tx: TxSql, projectId: string): Promise<numbe
             'bounced', coalesce(sum(n) filter (where metric = 'bounced'), 0),
             'complained', coalesce(sum(n) filter (where metric = 'complained'), 0))
           from reputation_counts where project_id = ${projectId} and hour = date_trunc('hour', now())),
+        -- Summed as mailroom_reputation() sums the account for this project: the other projects'
+        -- late bounces and complaints count, its own do not.
         'account', (select jsonb_build_object(
             'sent', coalesce(sum(n) filter (where metric = 'sent'), 0),
-            'bounced', coalesce(sum(n) filter (where metric = 'bounced'), 0),
-            'complained', coalesce(sum(n) filter (where metric = 'complained'), 0))
+            'bounced', coalesce(sum(n) filter (where metric = 'bounced' or (metric = 'bounced_late' and project_id <> ${projectId})), 0),
+            'complained', coalesce(sum(n) filter (where metric = 'complained' or (metric = 'complained_late' and project_id <> ${projectId})), 0))
           from reputation_counts where account_id = (select ses_account_id from provider_connections where project_id = ${projectId})
             and hour = date_trunc('hour', now()))) as baseline
     )

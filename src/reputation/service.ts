@@ -32,7 +32,8 @@ export function toView(state: ReputationState, windows: ReputationWindow[]): Rep
       scope: w.scope, window: w.window, sent: w.sent, bounced: w.bounced, complained: w.complained,
       bounce_rate: rateOf(w, 'bounce'), complaint_rate: rateOf(w, 'complaint'), since: w.since.toISOString(),
     })),
-    aws: state.accountId === null ? null : {
+    // No reading yet (or a sink project): null, never an object of nulls (§22.9).
+    aws: state.accountId === null || state.accountCheckedAt === null ? null : {
       enforcement_status: state.enforcementStatus,
       sending_enabled: state.sendingEnabled,
       checked_at: state.accountCheckedAt?.toISOString() ?? null,

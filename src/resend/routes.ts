@@ -115,5 +115,9 @@ export function createResendApp(auth: MiddlewareHandler<AppEnv>, extend: (app: H
     return c.json(await changed(c.var.projectId, id, result, c.var.deps.sql), 200);
   });
 
+  // Mounted with app.route(), this app's notFound is never asked: the parent's answers in
+  // Mailroom's shape. The last route catches what no other took, so the SDK reads a Resend error.
+  app.all('*', (c) => resendError(c, 'not_found', 'Route not found.'));
+
   return app;
 }

@@ -7,6 +7,7 @@ import { keyUseRecorder, looksLikeApiKey, verifyApiKey } from '../keys/authentic
 import { recordSinkAddress, type SinkAddress } from './address.ts';
 import { isInternalSinkLogin, parseInternalEnvelopeId } from './internal-auth.ts';
 import { parseSinkMessage } from './parse.ts';
+import { isMimeRefusal } from '../platform/mime-pool.ts';
 import { insertSinkMessage } from './store.ts';
 import { recordSinkMessage } from '../platform/metrics.ts';
 import { readDataStream } from './data-stream.ts';
@@ -43,7 +44,11 @@ async function catchMessage(deps: SinkDeps, stream: SMTPServerDataStream, sessio
     from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
     recipients: session.envelope.rcptTo.map((r) => r.address),
   };
-  const parsed = await parseSinkMessage(raw, envelope);
+  const parsed = await parseSinkMessage(raw, envelope).catch((err: unknown) => {
+    // Over a parse budget or unreadable (§22.1): refused for good, not "try again later".
+    if (isMimeRefusal(err)) throw smtpError(554, `5.6.0 Message not stored: ${err.message}`);
+    throw err;
+  });
   const keep = { messages: deps.config.sinkMaxMessages, bytes: deps.config.sinkMaxBytes };
   const id = await insertSinkMessage(deps.sql, { ...parsed, ...owner, raw }, keep, (err) => deps.log.error({ err, projectId: owner.projectId }, 'sink stored a message but could not prune; the next message prunes again'));
   recordSinkMessage();
@@ -111,7 +116,7 @@ export async function startSinkServer(deps: SinkDeps): Promise<SinkServer> {
       catchMessage(deps, stream, session).then(
         (id) => callback(null, `OK: queued as ${id}`),
         (err: Error & { responseCode?: number }) => {
-          if (err.responseCode === 552) return callback(err);
+          if (err.responseCode === 552 || err.responseCode === 554) return callback(err);
           log.error({ err }, 'sink could not store a message');
           stream.resume(); // the reply waits for the end of DATA
           callback(smtpError(451, 'Error: message not stored, try again later'));

@@ -3,6 +3,7 @@ import { GroupCommit, groupCommitPerPool } from '../platform/group-commit.ts';
 import { newId } from '../platform/ids.ts';
 import type { ParsedSinkMessage } from './parse.ts';
 import type { SinkMessageRow, SinkMessageSummaryRow } from './schemas.ts';
+import { recordAudit } from '../audit/record.ts';
 
 export type CaughtMessage = ParsedSinkMessage & { projectId: string; emailId: string | null; raw: Buffer };
 export type SinkKeep = { messages: number; bytes: number };
@@ -167,9 +168,13 @@ export async function getSinkMessage(sql: Sql, projectId: string, id: string) {
   return row;
 }
 
+/** Empties the project's sink; `sink.cleared` is recorded in the same transaction (§22.10). */
 export async function deleteSinkMessages(sql: Sql, projectId: string): Promise<number> {
-  const result = await sql`delete from sink_messages where project_id = ${projectId}`;
-  return result.count;
+  return sql.begin(async (tx) => {
+    const result = await tx`delete from sink_messages where project_id = ${projectId}`;
+    await recordAudit(tx, { action: 'sink.cleared', projectId, target: { type: 'sink', id: projectId }, changes: { removed: result.count } });
+    return result.count;
+  });
 }
 
 /** Insert and prune statements this process has run, for the test that checks they are shared. */

@@ -71,7 +71,7 @@ async function readDifferences(sql: Sql) {
           from truth t full join kept k on k.project_id = t.project_id and k.day = t.day and k.metric = t.metric
           where coalesce(t.n, 0) <> coalesce(k.n, 0)`;
         const reputation = await conn<ReputationDelta[]>`
-          with truth as (${reputationTruth(conn, source)}),
+          with truth as (${reputationTruth(conn)}),
           kept as (
             select project_id, account_id, hour, metric, sum(n)::bigint as n from reputation_counts
             where hour > now() - interval '31 days' group by 1, 2, 3, 4)
@@ -79,7 +79,7 @@ async function readDifferences(sql: Sql) {
             coalesce(t.hour, k.hour) as hour, coalesce(t.metric, k.metric) as metric, (coalesce(t.n, 0) - coalesce(k.n, 0))::float8 as n
           from truth t full join kept k on k.project_id = t.project_id and k.account_id = t.account_id and k.hour = t.hour and k.metric = t.metric
           where coalesce(t.n, 0) <> coalesce(k.n, 0)`;
-        const [rep] = await conn<[{ n: number }]>`select count(*)::int as n from (${reputationTruth(conn, source)}) r`;
+        const [rep] = await conn<[{ n: number }]>`select count(*)::int as n from (${reputationTruth(conn)}) r`;
         return { daily: [...daily], reputation: [...reputation], found: truth.n + rep.n };
       } finally {
         await conn`commit`.catch(() => {});
@@ -105,25 +105,41 @@ async function detachedEventTables(conn: ReservedSql): Promise<string[]> {
 }
 
 /**
- * The reputation counters (§19.1) of the last 31 days from the events: recipients of each
- * `email.sent` of a project connected to SES, Permanent bounces and complaints per recipient named,
- * each in the hour it was recorded. An email's recipients are all it was addressed to: which of
- * them were suppressed when it left is not kept, so a rebuilt hour may count a few more sent.
+ * The reputation counters (§19.1) of the last 31 days from the events, each in the hour it was
+ * recorded: the sum of what each event's row says it added (reputation_metric, reputation_n), the
+ * very columns the live path counted from (record.ts), so a rebuild finds exactly what was
+ * written. Only the attached events are read: a day detached for removal is older than
+ * RETENTION_DAYS, past the 31 days kept.
+ *
+ * Events without those columns (recorded before they existed, or rows loaded by hand) are derived
+ * as they were: recipients of each `email.sent` of a project connected to SES (all it was
+ * addressed to: which were suppressed is not kept), Permanent bounces and complaints per
+ * recipient named, `_late` when about mail sent before the project's last resume and recorded
+ * after it.
  */
-function reputationTruth(conn: ReservedSql, source: PendingQuery<Row[]>) {
+function reputationTruth(conn: ReservedSql) {
   return conn`
-    select ev.project_id, pc.ses_account_id as account_id, date_trunc('hour', ev.created_at) as hour, m.metric, sum(m.n)::bigint as n
-    from ${source} ev
-    join provider_connections pc on pc.project_id = ev.project_id
-    join emails e on e.id = ev.email_id and e.project_id = ev.project_id
-    left join project_reputation pr on pr.project_id = ev.project_id
-    cross join lateral (select
-      case ev.type when 'email.sent' then 'sent' when 'email.bounced' then 'bounced' else 'complained' end as metric,
-      case when ev.type = 'email.sent' then cardinality(e.to_addresses) + cardinality(e.cc_addresses) + cardinality(e.bcc_addresses)
-           else greatest(1, coalesce(jsonb_array_length(case when jsonb_typeof(ev.data->'to') = 'array' then ev.data->'to' end), 1)) end as n) m
-    where ev.created_at > now() - interval '31 days'
-      and (ev.type = 'email.sent' or ev.type = 'email.complained' or (ev.type = 'email.bounced' and ev.data->>'bounce_type' = 'permanent'))
-      and (ev.type = 'email.sent' or pr.counting_since is null or e.sent_at >= pr.counting_since)
+    select project_id, account_id, hour, metric, sum(n)::bigint as n from (
+      select ev.project_id, pc.ses_account_id as account_id, date_trunc('hour', ev.created_at) as hour, ev.reputation_metric as metric, ev.reputation_n as n
+      from events ev join provider_connections pc on pc.project_id = ev.project_id
+      where ev.created_at > now() - interval '31 days' and ev.reputation_metric is not null and ev.reputation_n > 0
+      union all
+      select ev.project_id, pc.ses_account_id, date_trunc('hour', ev.created_at), m.metric, m.n
+      from events ev
+      join provider_connections pc on pc.project_id = ev.project_id
+      join emails e on e.id = ev.email_id and e.project_id = ev.project_id
+      left join project_reputation pr on pr.project_id = ev.project_id
+      cross join lateral (select
+        case when ev.type = 'email.sent' then 'sent'
+          else case ev.type when 'email.bounced' then 'bounced' else 'complained' end
+            || case when pr.counting_since is not null and e.sent_at < pr.counting_since and ev.created_at >= pr.counting_since then '_late' else '' end
+        end as metric,
+        case when ev.type = 'email.sent' then cardinality(e.to_addresses) + cardinality(e.cc_addresses) + cardinality(e.bcc_addresses)
+             else greatest(1, coalesce(jsonb_array_length(case when jsonb_typeof(ev.data->'to') = 'array' then ev.data->'to' end), 1)) end as n) m
+      where ev.created_at > now() - interval '31 days'
+        and ev.reputation_metric is null
+        and (ev.type = 'email.sent' or ev.type = 'email.complained' or (ev.type = 'email.bounced' and ev.data->>'bounce_type' = 'permanent'))
+    ) counted
     group by 1, 2, 3, 4`;
 }
 

@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { ValidationError, validationErrorFromZod, type ValidationDetail } from '../http/errors.ts';
+import { ApiError, ValidationError, validationErrorFromZod, type ValidationDetail } from '../http/errors.ts';
 import type { Sql } from '../platform/db.ts';
 import { isWellFormedId, newId } from '../platform/ids.ts';
 import { ServiceError } from '../platform/errors.ts';
@@ -8,7 +8,7 @@ import { requireProject } from '../projects/service.ts';
 import { mailbox, text, MAX_TEMPLATE_VARIABLES } from '../emails/validate.ts';
 import type { RenderedTemplate, TemplateRenderer } from '../emails/template-send.ts';
 import { bindValues, isReservedKey, RenderTooLarge, TemplateRuntimeError, VARIABLE_KEY, type TemplatePart, type TemplateVariable } from './engine.ts';
-import { setTemplateCacheBytes, sourcePart, templateThread, type SourcePart } from './threads.ts';
+import { setTemplateCacheBytes, sourcePart, TemplateQueueFull, templateThread, type SourcePart } from './threads.ts';
 import { hasMoreKeysThan } from '../emails/validate.ts';
 import * as q from './queries.ts';
 import { recordAudit } from '../audit/record.ts';
@@ -91,11 +91,14 @@ function sourceParts(parts: Partial<Record<TemplatePart, string | null>>): Sourc
   return (Object.entries(parts) as [TemplatePart, string | null][]).filter(([, source]) => source).map(([part, source]) => sourcePart(part, source!));
 }
 
+/** §22.8: a project with more than its share of template work waiting waits itself, not the others. */
+const queueFull = () => new ApiError('rate_limit_exceeded', 'Too many template renders of this project are waiting; retry shortly.', { 'Retry-After': '1' });
+
 /**
  * Every part checked against the declared variables, all problems at once. It runs in the
  * template thread, which keeps each part compiled: a draft compiles once per text, not per preview.
  */
-async function checkParts(parts: Partial<Record<TemplatePart, string | null>>, variables: TemplateVariable[]) {
+async function checkParts(projectId: string, parts: Partial<Record<TemplatePart, string | null>>, variables: TemplateVariable[]) {
   const tooMany = (Object.entries(parts) as [TemplatePart, string | null][])
     .filter(([, source]) => source && moreExpressionsThan(source, MAX_EXPRESSIONS))
     .map(([part]): ValidationDetail => ({
@@ -104,8 +107,9 @@ async function checkParts(parts: Partial<Record<TemplatePart, string | null>>, v
   if (tooMany.length) throw new ValidationError(tooMany);
   let problems: ValidationDetail[];
   try {
-    problems = await templateThread().check(sourceParts(parts), variables.map((v) => v.key));
+    problems = await templateThread().check(projectId, sourceParts(parts), variables.map((v) => v.key));
   } catch (err) {
+    if (err instanceof TemplateQueueFull) throw queueFull();
     if (!(err instanceof TemplateRuntimeError)) throw err;
     throw new ValidationError([{ loc: ['body'], msg: `The template could not be compiled: ${err.message}`, type: 'template_too_complex' }]);
   }
@@ -150,7 +154,7 @@ export async function requireTemplate(sql: Sql, projectId: string, idOrAlias: st
 export async function createTemplate(sql: Sql, projectId: string, body: unknown) {
   const input = parse(CreateTemplateRequest, body);
   const variables = variablesOf(input.variables);
-  await checkParts({ subject: input.subject, html: input.html, text: input.text }, variables);
+  await checkParts(projectId, { subject: input.subject, html: input.html, text: input.text }, variables);
   await requireProject(sql, projectId);
   return aliasTaken(() => insertAudited(sql, {
     id: newId('template'), projectId, name: input.name, alias: input.alias ?? null, draftVersionId: newId('templateVersion'),
@@ -181,7 +185,7 @@ export async function updateTemplate(sql: Sql, projectId: string, idOrAlias: str
     html: input.html ?? current.html,
     text: input.text === undefined ? current.text : input.text,
   };
-  await checkParts(merged, variables);
+  await checkParts(projectId, merged, variables);
   const row = await aliasTaken(() => sql.begin(async (tx) => {
     const updated = await q.updateDraft(tx, projectId, current.id, {
       name: input.name,
@@ -312,13 +316,14 @@ export const templateCompiles = async () => (await templateThread().stats()).com
  * Renders with the declared variables bound. `loc` says where the caller's variables sit in
  * its body: `["body", "template"]` for a send, `["body"]` for the render route.
  */
-async function renderWith(v: Pick<Version, 'parts' | 'variables'>, given: Record<string, unknown>, limitBytes: number, loc: (string | number)[]) {
+async function renderWith(projectId: string, v: Pick<Version, 'parts' | 'variables'>, given: Record<string, unknown>, limitBytes: number, loc: (string | number)[]) {
   const { values, problems } = bindValues(v.variables, given);
   if (problems.length) throw new ValidationError(problems.map((p) => ({ loc: [...loc, 'variables', p.key], msg: p.msg, type: p.type })));
   try {
-    const out = await templateThread().render(v.parts, values, limitBytes);
+    const out = await templateThread().render(projectId, v.parts, values, limitBytes);
     return { subject: out.subject ?? null, html: out.html ?? null, text: out.text ?? null };
   } catch (err) {
+    if (err instanceof TemplateQueueFull) throw queueFull();
     if (err instanceof RenderTooLarge) {
       throw new ValidationError([{
         loc: ['body'], msg: `The rendered message is over ${limitBytes} bytes, the limit (rendering stops there, and loops after 100000 turns)`, type: 'message_too_large',
@@ -342,7 +347,7 @@ export const renderForSend: TemplateRenderer = async (sql, projectId, ref, limit
   }
   const version = await publishedVersion(sql, projectId, found.publishedVersionId);
   if (!version) throw templateNotFound(['body', 'template', 'id'], ref.id); // deleted in between
-  const out = await renderWith(version, ref.variables, limitBytes, ['body', 'template']);
+  const out = await renderWith(projectId, version, ref.variables, limitBytes, ['body', 'template']);
   return { templateId: version.templateId, version: version.version, subject: out.subject, html: out.html, text: out.text, from: version.from, replyTo: version.replyTo };
 };
 
@@ -363,6 +368,6 @@ export async function renderTemplate(sql: Sql, projectId: string, idOrAlias: str
     if (!v) throw new ValidationError([{ loc: ['body', 'version'], msg: `Template ${t.id} has no published version ${input.version}`, type: 'version_not_found' }]);
     source = (await publishedVersion(sql, projectId, v.id))!;
   }
-  const out = await renderWith(source, input.variables ?? {}, limitBytes, ['body']);
+  const out = await renderWith(projectId, source, input.variables ?? {}, limitBytes, ['body']);
   return { subject: out.subject, html: out.html, text: out.text };
 }

@@ -5,11 +5,13 @@ import { renderParts, RenderTooLarge, templateFromCode, TemplateRuntimeError, ty
 import type { PartRef, ThreadReply, ThreadRequest } from './thread.ts';
 
 /**
- * The API's side of the template thread (src/templates/thread.ts): one worker thread that does
- * every parse, compile and render, so no template, however large, holds the event loop. Requests
- * queue in the thread and are answered in order. The thread starts on first use, is kept only
- * while work is pending (a CLI run still exits), and is started again after it died, ran out of
- * memory or took longer than JOB_TIMEOUT_MS on one request.
+ * The API's side of the template threads (src/templates/thread.ts): a small pool of worker
+ * threads that do every parse, compile and render, so no template, however large, holds the event
+ * loop. Work waits here, in one queue per project served in turn, and a thread takes one request
+ * at a time: one project's renders can delay another's by at most the renders already running,
+ * and a request's time budget starts when a thread takes it, not when it queued. Threads start on
+ * first use, are kept only while work is pending (a CLI run still exits), and are started again
+ * after one died, ran out of memory or took longer than its budget on one request.
  */
 
 /** A part as the caller holds it: its text and the key the thread caches its compiled form by. */
@@ -18,17 +20,25 @@ export type SourcePart = { part: TemplatePart; key: string; source: string };
 export const partKey = (part: TemplatePart, source: string) => createHash('sha256').update(part).update('\0').update(source).digest('base64url');
 export const sourcePart = (part: TemplatePart, source: string): SourcePart => ({ part, key: partKey(part, source), source });
 
-/** No single request may hold the thread longer; compiling the largest template takes seconds. */
+/** No single request may hold a thread longer; compiling the largest template takes seconds. */
 const JOB_TIMEOUT_MS = 60_000;
-/** The thread's heap: past it the thread dies and the request is refused, not the process. */
+/**
+ * Threads in the pool, and how many one project may use at once: one is always left for the
+ * others, so a project's long renders delay another's by at most the render a thread is finishing.
+ */
+const THREADS = 2;
+const MAX_RUNNING_PER_PROJECT = 1;
+/** Requests of one project that may wait for a thread; past it, its next ones are refused. */
+export const MAX_WAITING_PER_PROJECT = 32;
+/** A thread's heap: past it the thread dies and the request is refused, not the process. */
 const THREAD_HEAP_MB = 128;
-/** Keys this side believes the thread holds, so their sources need not be copied again. */
+/** Keys this side believes a thread holds, so their sources need not be copied again. */
 const MAX_SHIPPED = 10_000;
 /**
  * A part whose generated code is at most this size also runs on the event loop, within
  * INLINE_OUTPUT_BYTES of output and INLINE_ITERATIONS loop turns: well under a millisecond, where
- * a round trip to the thread costs a send more than that on a busy machine. A render that would
- * pass either bound stops there and goes to the thread, which has the message's whole budget.
+ * a round trip to a thread costs a send more than that on a busy machine. A render that would
+ * pass either bound stops there and goes to a thread, which has the message's whole budget.
  */
 const INLINE_CODE_BYTES = 16 * 1024;
 const INLINE_OUTPUT_BYTES = 32 * 1024;
@@ -42,66 +52,166 @@ const ENTRY = import.meta.url.endsWith('.ts')
   : new URL('./template-thread.js', import.meta.url);
 
 export class TemplateThreadError extends TemplateRuntimeError {}
+/** The project already has MAX_WAITING_PER_PROJECT requests waiting for a thread. */
+export class TemplateQueueFull extends Error {}
 
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-type Pending = { resolve: (r: ThreadReply) => void; reject: (e: Error) => void; timer: NodeJS.Timeout };
+/** What a request asks of a thread; part sources are attached when it is handed to one. */
+type Work =
+  | { op: 'check'; parts: SourcePart[]; declared: string[] }
+  | { op: 'render'; parts: SourcePart[]; values: Values; limit: number; codeFor: string[] };
+type Job = { project: string; work: Work; resolve: (r: ThreadReply) => void; reject: (e: Error) => void };
+type Stats = { compiles: number; entries: number; bytes: number };
 
-class TemplateThread {
-  #worker: Worker | undefined;
+/** One thread of the pool, what it was sent, and the request it is running. */
+type Slot = {
+  worker: Worker | undefined;
+  shipped: Set<string>;
+  running: { id: number; job: Job; timer: NodeJS.Timeout; resent: boolean } | undefined;
+  asides: Map<number, { resolve: (s: Stats) => void; reject: (e: Error) => void }>;
+};
+
+export type PoolOptions = { cacheBytes: number; threads?: number; budgetMs?: number; maxWaiting?: number; maxRunningPerProject?: number };
+
+export class TemplatePool {
   #nextId = 1;
-  /** Renders handed to the thread, for tests that check which side rendered. */
+  /** Renders handed to a thread, for tests that check which side rendered. */
   threadRenders = 0;
-  readonly #pending = new Map<number, Pending>();
-  readonly #shipped = new Set<string>();
-  /** Small parts this side runs itself (null: too large, always the thread's), oldest first. */
+  readonly #slots: Slot[];
+  /** Waiting requests per project; a Map keeps insertion order, so the first key is served next. */
+  readonly #queues = new Map<string, Job[]>();
+  /** Requests each project has on a thread now. */
+  readonly #running = new Map<string, number>();
+  /** Small parts this side runs itself (null: too large, always a thread's), oldest first. */
   readonly #inline = new Map<string, { fn: Compiled; bytes: number } | null>();
   #inlineBytes = 0;
+  readonly #cacheBytes: number;
+  readonly #budgetMs: number;
+  readonly #maxWaiting: number;
+  readonly #maxRunning: number;
 
-  constructor(private readonly cacheBytes: number) {}
+  constructor(options: PoolOptions) {
+    const threads = options.threads ?? THREADS;
+    // The byte budget is the pool's, shared out, so TEMPLATE_CACHE_MB bounds every thread's cache together.
+    this.#cacheBytes = Math.floor(options.cacheBytes / threads);
+    this.#budgetMs = options.budgetMs ?? JOB_TIMEOUT_MS;
+    this.#maxWaiting = options.maxWaiting ?? MAX_WAITING_PER_PROJECT;
+    this.#maxRunning = options.maxRunningPerProject ?? Math.min(MAX_RUNNING_PER_PROJECT, threads);
+    this.#slots = Array.from({ length: threads }, () => ({ worker: undefined, shipped: new Set(), running: undefined, asides: new Map() }));
+  }
 
-  #start(): Worker {
-    const worker = new Worker(ENTRY, { workerData: { cacheBytes: this.cacheBytes }, resourceLimits: { maxOldGenerationSizeMb: THREAD_HEAP_MB, maxYoungGenerationSizeMb: 16 } });
-    worker.on('message', (reply: ThreadReply) => {
-      const p = this.#pending.get(reply.id);
-      if (!p) return;
-      this.#pending.delete(reply.id);
-      clearTimeout(p.timer);
-      if (this.#pending.size === 0) worker.unref();
-      p.resolve(reply);
-    });
+  #start(slot: Slot): Worker {
+    const worker = new Worker(ENTRY, { workerData: { cacheBytes: this.#cacheBytes }, resourceLimits: { maxOldGenerationSizeMb: THREAD_HEAP_MB, maxYoungGenerationSizeMb: 16 } });
+    worker.on('message', (reply: ThreadReply) => this.#answered(slot, reply));
     const died = (why: string) => {
-      if (this.#worker !== worker) return;
-      this.#stop(new TemplateThreadError(why));
+      if (slot.worker === worker) this.#stop(slot, new TemplateThreadError(why));
     };
     worker.on('error', (err) => died((err as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY' ? 'the template needs more memory than a render may use' : err.message));
     worker.on('exit', () => died('the template thread stopped'));
     worker.unref();
-    return worker;
+    return (slot.worker = worker);
   }
 
-  #stop(err: Error) {
-    const worker = this.#worker;
-    this.#worker = undefined;
-    this.#shipped.clear();
-    for (const [, p] of this.#pending) { clearTimeout(p.timer); p.reject(err); }
-    this.#pending.clear();
+  /** Ends a thread and fails what it was running; what waits goes to a new thread. */
+  #stop(slot: Slot, err: Error) {
+    const { worker, running } = slot;
+    slot.worker = undefined;
+    slot.running = undefined;
+    slot.shipped.clear();
+    if (running) { clearTimeout(running.timer); this.#ended(running.job); running.job.reject(err); }
+    for (const [, a] of slot.asides) a.reject(err);
+    slot.asides.clear();
     void worker?.terminate();
+    this.#pump();
   }
 
-  #request(req: DistributiveOmit<ThreadRequest, 'id'>): Promise<ThreadReply> {
-    const worker = (this.#worker ??= this.#start());
-    const id = this.#nextId++;
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => this.#stop(new TemplateThreadError(`the template took more than ${JOB_TIMEOUT_MS / 1000} s`)), JOB_TIMEOUT_MS);
+  #answered(slot: Slot, reply: ThreadReply) {
+    const aside = slot.asides.get(reply.id);
+    if (aside) {
+      slot.asides.delete(reply.id);
+      if ('stats' in reply) aside.resolve(reply.stats);
+      else aside.reject(new TemplateThreadError('no stats'));
+    } else {
+      const running = slot.running;
+      if (!running || running.id !== reply.id) return;
+      // The thread dropped some parts (its cache is bounded): send them, within the same budget.
+      if ('missing' in reply && !running.resent) {
+        running.resent = true;
+        slot.shipped.clear();
+        this.#post(slot, running.id, running.job.work);
+        return;
+      }
+      clearTimeout(running.timer);
+      slot.running = undefined;
+      this.#ended(running.job);
+      for (const p of running.job.work.parts) {
+        if (slot.shipped.size >= MAX_SHIPPED) slot.shipped.clear();
+        slot.shipped.add(p.key);
+      }
+      running.job.resolve(reply);
+    }
+    if (!slot.running && slot.asides.size === 0) slot.worker?.unref();
+    this.#pump();
+  }
+
+  #post(slot: Slot, id: number, work: Work) {
+    const refs: PartRef[] = work.parts.map((p) => (work.op === 'check' || !slot.shipped.has(p.key) ? { part: p.part, key: p.key, source: p.source } : { part: p.part, key: p.key }));
+    slot.worker!.postMessage({ ...work, parts: refs, id } satisfies ThreadRequest);
+  }
+
+  /** The next waiting job, taking projects in turn, of a project with a thread to spare. */
+  #next(): Job | undefined {
+    for (const [project, jobs] of this.#queues) {
+      if ((this.#running.get(project) ?? 0) >= this.#maxRunning) continue;
+      const job = jobs.shift()!;
+      this.#queues.delete(project);
+      // Back to the end of the line, behind every other project that waits.
+      if (jobs.length) this.#queues.set(project, jobs);
+      return job;
+    }
+    return undefined;
+  }
+
+  #started(job: Job) { this.#running.set(job.project, (this.#running.get(job.project) ?? 0) + 1); }
+  #ended(job: Job) {
+    const n = (this.#running.get(job.project) ?? 1) - 1;
+    if (n > 0) this.#running.set(job.project, n);
+    else this.#running.delete(job.project);
+  }
+
+  /** Hands waiting jobs to idle threads, each to the one that already holds its parts if it can. */
+  #pump() {
+    for (;;) {
+      const idle = this.#slots.filter((s) => !s.running);
+      const job = idle.length ? this.#next() : undefined;
+      if (!job) break;
+      const slot = idle.find((s) => s.worker && job.work.parts.every((p) => s.shipped.has(p.key))) ?? idle.find((s) => s.worker) ?? idle[0]!;
+      const worker = slot.worker ?? this.#start(slot);
+      const id = this.#nextId++;
+      // The budget starts now, when a thread takes the job, however long it waited.
+      const timer = setTimeout(() => this.#stop(slot, new TemplateThreadError(`the template took more than ${this.#budgetMs / 1000} s`)), this.#budgetMs);
       timer.unref();
-      this.#pending.set(id, { resolve, reject, timer });
+      slot.running = { id, job, timer, resent: false };
+      this.#started(job);
       worker.ref();
-      worker.postMessage({ ...req, id });
-    });
+      this.#post(slot, id, job.work);
+    }
+    // Work waits: every thread is started, so the one kept for other projects is ready when they
+    // come (a thread takes seconds to start). A lone request, such as a CLI run's, starts one.
+    if (this.#queues.size) for (const s of this.#slots) if (!s.worker) this.#start(s);
   }
 
-  #refs(parts: SourcePart[], withSources: boolean): PartRef[] {
-    return parts.map((p) => (withSources || !this.#shipped.has(p.key) ? { part: p.part, key: p.key, source: p.source } : { part: p.part, key: p.key }));
+  #request(project: string, work: Work): Promise<ThreadReply> {
+    return new Promise((resolve, reject) => {
+      const jobs = this.#queues.get(project) ?? [];
+      // Jobs wait only while every thread is busy, so this counts the project's waiting ones.
+      if (jobs.length >= this.#maxWaiting) {
+        reject(new TemplateQueueFull(`${jobs.length} template requests of this project are already waiting`));
+        return;
+      }
+      jobs.push({ project, work, resolve, reject });
+      this.#queues.set(project, jobs);
+      this.#pump();
+    });
   }
 
   /** The parts as this side runs them, when every one is small and already here. */
@@ -127,41 +237,34 @@ class TemplateThread {
     }
   }
 
-  #remember(parts: SourcePart[]) {
-    for (const p of parts) {
-      if (this.#shipped.size >= MAX_SHIPPED) this.#shipped.clear();
-      this.#shipped.add(p.key);
-    }
-  }
-
-  /** Checks and compiles parts against the declared variables; answers the problems found. */
-  async check(parts: SourcePart[], declared: string[]): Promise<ValidationDetail[]> {
-    const reply = await this.#request({ op: 'check', parts: this.#refs(parts, true), declared });
+  /**
+   * Checks and compiles a project's parts against the declared variables; answers the problems
+   * found. Throws TemplateQueueFull when the project has too many requests waiting.
+   */
+  async check(project: string, parts: SourcePart[], declared: string[]): Promise<ValidationDetail[]> {
+    const reply = await this.#request(project, { op: 'check', parts, declared });
     if ('runtimeError' in reply) throw new TemplateThreadError(reply.runtimeError);
-    this.#remember(parts);
     return 'problems' in reply ? reply.problems : [];
   }
 
   /**
-   * Renders parts with `limit` bytes of output at most. Throws RenderTooLarge past it, and
-   * TemplateRuntimeError when the template fails.
+   * Renders a project's parts with `limit` bytes of output at most. Throws RenderTooLarge past
+   * it, TemplateRuntimeError when the template fails, and TemplateQueueFull when the project has
+   * too many requests waiting.
    */
-  async render(parts: SourcePart[], values: Values, limit: number): Promise<Record<string, string | null>> {
+  async render(project: string, parts: SourcePart[], values: Values, limit: number): Promise<Record<string, string | null>> {
     const small = this.#inlineParts(parts);
     if (small) {
       try {
         return renderParts(small, values, Math.min(limit, INLINE_OUTPUT_BYTES), INLINE_ITERATIONS);
       } catch (err) {
-        // Past the inline bounds: the thread renders it with the message's whole budget.
+        // Past the inline bounds: a thread renders it with the message's whole budget.
         if (!(err instanceof RenderTooLarge)) throw err;
       }
     }
     const codeFor = parts.filter((p) => !this.#inline.has(p.key)).map((p) => p.key);
     this.threadRenders++;
-    let reply = await this.#request({ op: 'render', parts: this.#refs(parts, false), values, limit, codeFor });
-    // The thread dropped some (its cache is bounded, or it restarted): send them this time.
-    if ('missing' in reply) reply = await this.#request({ op: 'render', parts: this.#refs(parts, true), values, limit, codeFor });
-    this.#remember(parts);
+    const reply = await this.#request(project, { op: 'render', parts, values, limit, codeFor });
     if ('out' in reply) {
       for (const key of codeFor) this.#keepInline(key, reply.code?.[key]);
       return reply.out;
@@ -171,15 +274,21 @@ class TemplateThread {
     throw new TemplateThreadError('the template thread answered nothing usable');
   }
 
-  async stats() {
-    const reply = await this.#request({ op: 'stats' });
-    if (!('stats' in reply)) throw new TemplateThreadError('no stats');
-    return reply.stats;
+  /** The compiled caches of the running threads, summed; asked beside any request they run. */
+  async stats(): Promise<Stats> {
+    const started = this.#slots.filter((s) => s.worker);
+    const each = await Promise.all(started.map((slot) => new Promise<Stats>((resolve, reject) => {
+      const id = this.#nextId++;
+      slot.asides.set(id, { resolve, reject });
+      slot.worker!.ref();
+      slot.worker!.postMessage({ op: 'stats', id } satisfies ThreadRequest);
+    })));
+    return each.reduce((a, s) => ({ compiles: a.compiles + s.compiles, entries: a.entries + s.entries, bytes: a.bytes + s.bytes }), { compiles: 0, entries: 0, bytes: 0 });
   }
 }
 
 let cacheBytes = 64 * 1024 * 1024;
-let thread: TemplateThread | undefined;
+let thread: TemplatePool | undefined;
 
 /** TEMPLATE_CACHE_MB, set by the app before the first template is used. */
 export function setTemplateCacheBytes(bytes: number) {
@@ -188,6 +297,6 @@ export function setTemplateCacheBytes(bytes: number) {
   thread = undefined;
 }
 
-export function templateThread(): TemplateThread {
-  return (thread ??= new TemplateThread(cacheBytes));
+export function templateThread(): TemplatePool {
+  return (thread ??= new TemplatePool({ cacheBytes }));
 }

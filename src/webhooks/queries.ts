@@ -162,3 +162,17 @@ export async function insertRedelivery(sql: Sql, projectId: string, endpointId: 
     return row;
   });
 }
+
+/** A page of the project's endpoints, newest first (Resend's `after`/`before` paging). */
+export async function listEndpointsPage(sql: Sql, projectId: string, opts: { limit: number; after?: string; before?: string }) {
+  const rows = opts.before
+    ? (await sql<EndpointRow[]>`
+        select ${ENDPOINT_COLUMNS(sql)} from webhook_endpoints where project_id = ${projectId} and id > ${opts.before}
+        order by id asc limit ${opts.limit + 1}`).reverse()
+    : await sql<EndpointRow[]>`
+        select ${ENDPOINT_COLUMNS(sql)} from webhook_endpoints where project_id = ${projectId}
+          ${opts.after ? sql`and id < ${opts.after}` : sql``}
+        order by id desc limit ${opts.limit + 1}`;
+  const hasMore = rows.length > opts.limit;
+  return { rows: opts.before ? rows.slice(Math.max(0, rows.length - opts.limit)) : rows.slice(0, opts.limit), hasMore };
+}

@@ -98,6 +98,10 @@ test('a broadcast reaches exactly the right contacts, once each, personalised, w
   assert.equal(sub?.subscription, 'opt_out');
   const [contact] = await ctx.sql<[{ unsubscribed: boolean }]>`select unsubscribed from contacts where id = ${contactIds[40]!}`;
   assert.equal(contact.unsubscribed, false, 'a topic link leaves the topic only');
+  const [topicEvent] = await ctx.sql<[{ data: { id: string; topics: { id: string; subscription: string }[] } }?]>`
+    select data from events where project_id = ${projectId} and type = 'contact.topics.updated' and data->>'id' = ${contactIds[40]!}`;
+  assert.ok(topicEvent, 'the one-click POST fires contact.topics.updated');
+  assert.deepEqual(topicEvent.data.topics.find((t) => t.id === topicId)?.subscription, 'opt_out');
   const unsubCount = (await get(key, b.id)).counts.unsubscribed;
   assert.equal(unsubCount, 1);
   // A changed token is refused.
@@ -131,4 +135,7 @@ test('opt_out topic: only contacts who opted in; no topic: the whole segment but
   assert.equal(res.status, 200);
   const [c] = await ctx.sql<[{ unsubscribed: boolean }]>`select unsubscribed from contacts where id = ${contactIds[3]!}`;
   assert.equal(c.unsubscribed, true);
+  const [updated] = await ctx.sql<[{ data: { unsubscribed: boolean } }?]>`
+    select data from events where project_id = ${projectId} and type = 'contact.updated' and data->>'id' = ${contactIds[3]!}`;
+  assert.equal(updated?.data.unsubscribed, true, 'a link without a topic fires contact.updated');
 });

@@ -21,6 +21,10 @@ export async function startFakeS3(opts: { closeAfterFile?: boolean } = {}) {
   const buckets = new Map<string, Map<string, StoredObject>>();
   const gets: { bucket: string; key: string; at: number }[] = [];
   const denied = new Set<string>();
+  /** Objects whose reads answer headers and then nothing (`s3://bucket/key`). */
+  const stalled = new Set<string>();
+  /** Objects whose reads answer nothing at all. */
+  const stalledHeaders = new Set<string>();
 
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://s3.local');
@@ -34,8 +38,18 @@ export async function startFakeS3(opts: { closeAfterFile?: boolean } = {}) {
     const object = objects.get(key);
     if (!object) return xmlError(res, 404, 'NoSuchKey', 'The specified key does not exist.');
     gets.push({ bucket, key, at: Date.now() });
+    if (stalledHeaders.has(`${bucket}/${key}`)) {
+      res.on('error', () => {});
+      return; // not even the headers
+    }
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(object.length), etag: '"fake"' });
     if (req.method === 'HEAD') return res.end();
+    if (stalled.has(`${bucket}/${key}`)) {
+      // Headers, then silence: the body never comes, and the connection stays open.
+      res.flushHeaders();
+      res.on('error', () => {});
+      return;
+    }
     const it = object.chunks()[Symbol.iterator]();
     // Written with backpressure, so a large object is never held whole here either.
     const pump = () => {
@@ -64,6 +78,9 @@ export async function startFakeS3(opts: { closeAfterFile?: boolean } = {}) {
       buckets.get(bucket)!.set(key, { length, chunks });
     },
     deny(bucket: string) { denied.add(bucket); },
+    /** Reads of the object from now on send their headers and then nothing (or not even those), until `unstall`. */
+    stall(bucket: string, key: string, before: 'body' | 'headers' = 'body') { (before === 'headers' ? stalledHeaders : stalled).add(`${bucket}/${key}`); },
+    unstall(bucket: string, key: string) { stalled.delete(`${bucket}/${key}`); stalledHeaders.delete(`${bucket}/${key}`); },
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

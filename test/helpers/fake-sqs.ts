@@ -67,7 +67,13 @@ export async function startFakeSqs(opts: { closeAfterFile?: boolean } = {}) {
         }
         calls.push({ op, at: Date.now(), queueUrl: queue.url, count: got.length, messageIds: got.map((m) => m.messageId) });
         if (!got.length) return [200, {}];
-        return [200, { Messages: got.map((m) => ({ MessageId: m.messageId, ReceiptHandle: m.receiptHandle, MD5OfBody: m.md5, Body: m.body })) }];
+        // System attributes only when asked for, as SQS answers; ApproximateReceiveCount is the one kept.
+        const asked = [...(input.MessageSystemAttributeNames ?? []), ...(input.AttributeNames ?? [])] as string[];
+        const countAsked = asked.includes('All') || asked.includes('ApproximateReceiveCount');
+        return [200, { Messages: got.map((m) => ({
+          MessageId: m.messageId, ReceiptHandle: m.receiptHandle, MD5OfBody: m.md5, Body: m.body,
+          ...(countAsked ? { Attributes: { ApproximateReceiveCount: String(m.receiveCount) } } : {}),
+        })) }];
       }
       case 'DeleteMessage': {
         calls.push({ op, at: Date.now(), queueUrl: queue.url, count: 1 });

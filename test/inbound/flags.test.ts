@@ -66,7 +66,7 @@ test('email.received carries the read but raw and headers; past 256 KB without h
   };
   const s = await data(small.id);
   for (const field of ['id', 'from', 'to', 'cc', 'reply_to', 'received_for', 'subject', 'message_id', 'in_reply_to', 'references', 'html', 'text',
-    'stripped_text', 'attachments', 'verdicts', 'is_auto_reply', 'is_bounce', 'in_reply_to_email_id', 'thread_id', 'content_too_large', 'created_at']) {
+    'stripped_text', 'attachments', 'verdicts', 'is_auto_reply', 'is_bounce', 'in_reply_to_email_id', 'thread_id', 'content_too_large', 'parse_failed', 'created_at']) {
     assert.ok(field in s, field);
   }
   assert.equal('raw' in s, false);

@@ -20,7 +20,7 @@ const post = (key: string, raw: Buffer | string, type = 'message/rfc822') =>
 
 const READ_FIELDS = ['id', 'from', 'to', 'cc', 'reply_to', 'received_for', 'subject', 'message_id', 'in_reply_to', 'references', 'html', 'text',
   'stripped_text', 'headers', 'attachments', 'raw', 'verdicts', 'is_auto_reply', 'is_bounce', 'in_reply_to_email_id', 'thread_id',
-  'content_too_large', 'created_at'];
+  'content_too_large', 'parse_failed', 'created_at'];
 
 test('POST /v1/sink/inbound stores the message; the read has exactly the contract\'s fields', async () => {
   const t = await ctx.tenant();

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { browser, signIn } from '../dashboard/client.ts';
 import { SmtpSession, emailIdOf, message, multipartMessage, startTestRelay } from './setup.ts';
 
-// The relay accepts a message from its header section alone; its text and html are read from the
-// stored message wherever one email is shown.
+// The relay reads a message's text and html once, as it accepts it (in the MIME pool), and keeps
+// them in the email's columns: reads show them without parsing the message again.
 const ctx = await startTestRelay();
 const alpha = await ctx.tenant('alpha');
 
@@ -28,7 +28,9 @@ async function submit(raw: string) {
 test('a relayed email shows its decoded subject, text and html through /v1, /resend and the dashboard', async () => {
   const id = await submit(multipart);
   const [row] = await ctx.sql`select subject, text, html from emails where id = ${id}`;
-  assert.deepEqual({ ...row }, { subject: 'Grüße from the relay', text: null, html: null }, 'no MIME parse at acceptance');
+  assert.deepEqual({ ...row }, { subject: 'Grüße from the relay', text: 'Grüße, Ann.', html: '<p>Grüße, <b>Ann</b>.</p>' }, 'bodies read at acceptance and kept');
+  // A stored message no parser could read: the reads no longer touch it.
+  await ctx.sql`update emails set raw_message = ${Buffer.from('not a message')} where id = ${id} and project_id = ${alpha.projectId}`;
 
   const v1 = (await (await ctx.call(alpha.key, `/v1/emails/${id}`)).json()) as Record<string, unknown>;
   assert.deepEqual({ subject: v1.subject, text: v1.text, html: v1.html }, { subject: 'Grüße from the relay', text: 'Grüße, Ann.', html: '<p>Grüße, <b>Ann</b>.</p>' });

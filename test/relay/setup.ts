@@ -134,8 +134,8 @@ export class SmtpSession {
     return this.command(`AUTH PLAIN ${Buffer.from(`\0mailroom\0${key}`).toString('base64')}`);
   }
 
-  /** MAIL, RCPT for each, DATA and the message (dot-stuffed here), answering DATA's final reply. */
-  async send(from: string, to: string[], message: Buffer | string, mailArgs = ''): Promise<string> {
+  /** MAIL, RCPT for each, DATA and the message (dot-stuffed here), answering DATA's final reply (within `timeoutMs`). */
+  async send(from: string, to: string[], message: Buffer | string, mailArgs = '', timeoutMs = 10_000): Promise<string> {
     const mail = await this.command(`MAIL FROM:<${from}>${mailArgs}`);
     if (!mail.startsWith('250')) return mail;
     for (const r of to) {
@@ -147,7 +147,8 @@ export class SmtpSession {
     const body = Buffer.isBuffer(message) ? message : Buffer.from(message);
     const stuffed = Buffer.from(body.toString('latin1').replace(/(^|\r\n)\./g, '$1..'), 'latin1');
     const end = stuffed.subarray(-2).toString() === '\r\n' ? '.\r\n' : '\r\n.\r\n';
-    return this.command(Buffer.concat([stuffed, Buffer.from(end)]));
+    this.socket.write(Buffer.concat([stuffed, Buffer.from(end)]));
+    return this.reply(timeoutMs);
   }
 
   close() {

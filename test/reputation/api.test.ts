@@ -37,7 +37,13 @@ test('GET /v1/reputation answers the exact shape with the default thresholds', a
   const connected = (await (await ctx.call(B.key, '/v1/reputation')).json()) as View;
   assert.deepEqual(connected.windows.map((w) => [w.scope, w.window]),
     [['project', '1h'], ['project', 'representative'], ['account', '1h'], ['account', 'representative']]);
-  assert.deepEqual(connected.aws, { enforcement_status: null, sending_enabled: null, checked_at: null });
+  assert.equal(connected.aws, null, 'no GetAccount reading yet: null, never an object of nulls (§22.9)');
+  await ctx.sql`update ses_accounts set enforcement_status = 'HEALTHY', sending_enabled = true, account_checked_at = now()
+    where id = (select ses_account_id from provider_connections where project_id = ${B.projectId})`;
+  const read = (await (await ctx.call(B.key, '/v1/reputation')).json()) as View;
+  assert.equal(read.aws?.enforcement_status, 'HEALTHY');
+  assert.equal(read.aws?.sending_enabled, true);
+  assert.ok(Date.parse(read.aws?.checked_at ?? ''), 'the reading\'s time');
 });
 
 test('PATCH /v1/reputation changes any subset and refuses levels above SES\'s, warn above pause, or below 0', async () => {

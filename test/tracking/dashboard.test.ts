@@ -32,6 +32,15 @@ test('domain tracking form: no base is refused with the reason, a bad host too, 
   assert.match(page.text, /name="click_tracking" value="on" checked/);
   assert.doesNotMatch(page.text, /name="open_tracking" value="on" checked/);
 
+  // A host under a domain still pending verification is refused with the reason (§22.11).
+  const pending = newId('domain');
+  await ctx.sql`insert into domains (id, project_id, value, region, verification_status) values (${pending}, ${a.projectId}, 'pending.example', 'us-east-1', 'pending')`;
+  const unverified = await b.post(`${P}/domains/${pending}/tracking`, { click_tracking: 'on', tracking_domain: 't.pending.example' });
+  assert.equal(unverified.res.status, 422);
+  assert.match(unverified.text, /tracking domain t\.pending\.example must be under a verified domain of the project: pending\.example is pending/);
+  const [still] = await ctx.sql`select tracking_domain from domains where id = ${pending} and project_id = ${a.projectId}`;
+  assert.equal(still!.trackingDomain, null);
+
   const foreign = await domainOf(other.projectId, 'other.example');
   const cross = await b.post(`${P}/domains/${foreign}/tracking`, { open_tracking: 'on', tracking_domain: 't.other.example' });
   assert.equal(cross.res.status, 404);

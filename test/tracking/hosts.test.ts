@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import { createHmac } from 'node:crypto';
 import { deriveKey } from '../../src/platform/crypto.ts';
 import assert from 'node:assert/strict';
-import { createTestContext } from '../helpers/app.ts';
+import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
+import { runCli } from '../helpers/process.ts';
 import { startTestWorker } from '../helpers/worker.ts';
 import { settled } from '../sending/fixtures.ts';
 import { newId } from '../../src/platform/ids.ts';
@@ -115,4 +116,29 @@ test('a link sent before tokens named their host still answers on its project\'s
   }
   // A click token is still no open token.
   assert.equal((await ctx.app.request(`${BASE}/t/o/${click}`)).status, 404);
+});
+
+test('a tracking_domain is accepted only under a domain of the project that is verified: 422 naming it otherwise, from the API and the CLI', async () => {
+  const t = await ctx.tenant('unverified');
+  const pending = newId('domain');
+  await ctx.sql`insert into domains (id, project_id, value, region, verification_status) values (${pending}, ${t.projectId}, 'pending-shop.example', 'us-east-1', 'pending')`;
+  const failed = newId('domain');
+  await ctx.sql`insert into domains (id, project_id, value, region, verification_status) values (${failed}, ${t.projectId}, 'failed-shop.example', 'us-east-1', 'failed')`;
+
+  for (const [id, host, parent, status] of [[pending, 'track.pending-shop.example', 'pending-shop.example', 'pending'], [failed, 'track.failed-shop.example', 'failed-shop.example', 'failed']] as const) {
+    const res = await patch(t.key, id, { tracking_domain: host });
+    assert.equal(res.status, 422, host);
+    const body = (await res.json()) as { detail: { loc: string[]; msg: string }[] };
+    assert.deepEqual(body.detail[0]!.loc, ['body', 'tracking_domain']);
+    assert.match(body.detail[0]!.msg, new RegExp(`${host.replaceAll('.', '\\.')}.*${parent.replaceAll('.', '\\.')} is ${status}`));
+    const cli = await runCli(['domain', 'update', id, '--tracking-domain', host], { DATABASE_URL: ctx.url, SECRET_KEY: TEST_SECRET_KEY, LOG_LEVEL: 'silent' });
+    assert.equal(cli.code, 1, host);
+    assert.match(cli.stderr, new RegExp(`^mailroom: tracking domain ${host.replaceAll('.', '\\.')} must be under a verified domain`));
+  }
+  const [row] = await ctx.sql`select count(*)::int as n from domains where project_id = ${t.projectId} and tracking_domain is not null`;
+  assert.equal(row!.n, 0, 'nothing changed');
+
+  // Once the domain is verified, the same host is accepted.
+  await ctx.sql`update domains set verification_status = 'success' where id = ${pending} and project_id = ${t.projectId}`;
+  assert.equal((await patch(t.key, pending, { tracking_domain: 'track.pending-shop.example' })).status, 200);
 });
