@@ -1,7 +1,7 @@
 import { Hono, type MiddlewareHandler } from 'hono';
 import { getProject } from '../src/projects/service.ts';
 import { ServiceError } from '../src/platform/errors.ts';
-import { csrfValid, provideCsrf } from './csrf.ts';
+import { csrfValid, csrfValidInQuery, provideCsrf } from './csrf.ts';
 import { BASE, type DashEnv } from './env.ts';
 import { errorPage } from './render.tsx';
 import { isWellFormedId } from '../src/platform/ids.ts';
@@ -16,6 +16,9 @@ import { registerReceivedRoutes } from './routes/received.tsx';
 import { registerOverviewRoutes } from './routes/overview.tsx';
 import { registerSuppressionRoutes } from './routes/suppressions.tsx';
 import { registerTemplateRoutes } from './routes/templates.tsx';
+import { registerContactRoutes } from './routes/contacts.tsx';
+import { registerImportRoutes, STREAMED_UPLOAD } from './routes/imports.tsx';
+import { registerBroadcastRoutes } from './routes/broadcasts.tsx';
 import { registerAssetRoutes } from './routes/assets.ts';
 import { registerAuditRoutes } from './routes/audit.tsx';
 import { currentSession } from './session.ts';
@@ -24,7 +27,7 @@ import { registerTeamRoutes } from './routes/team.tsx';
 import { registerInvitationRoutes } from './routes/invitations.tsx';
 import { registerOidcRoutes } from './routes/oidc.tsx';
 import { readBoundedBody } from '../src/http/body.ts';
-import { ApiError } from '../src/http/errors.ts';
+import { ApiError, ValidationError } from '../src/http/errors.ts';
 import { actingAs } from '../src/audit/actor.ts';
 import { auditIp } from '../src/http/auth.ts';
 import { clientIp } from '../src/http/client-ip.ts';
@@ -59,6 +62,8 @@ export const DASHBOARD_MAX_BODY_BYTES = 64 * 1024;
  */
 const boundedBody: MiddlewareHandler<DashEnv> = async (c, next) => {
   if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
+  // A contact import's CSV is streamed by its own bounded reader (CONTACT_IMPORT_MAX_BYTES), after the checks.
+  if (c.req.method === 'POST' && STREAMED_UPLOAD.test(c.req.path)) return next();
   let bytes: Buffer;
   try {
     bytes = await readBoundedBody(c, DASHBOARD_MAX_BODY_BYTES);
@@ -80,7 +85,8 @@ const loadSession: MiddlewareHandler<DashEnv> = async (c, next) => {
 };
 
 const checkCsrf: MiddlewareHandler<DashEnv> = async (c, next) => {
-  if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && !(await csrfValid(c))) {
+  const streamed = c.req.method === 'POST' && STREAMED_UPLOAD.test(c.req.path);
+  if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && !(streamed ? csrfValidInQuery(c) : await csrfValid(c))) {
     return errorPage(c, 403, 'Forbidden', 'The form was stale or did not come from this dashboard. Reload the page and try again.');
   }
   await next();
@@ -126,6 +132,9 @@ export function createDashboard() {
   registerReceivedRoutes(app);
   registerSuppressionRoutes(app);
   registerTemplateRoutes(app);
+  registerContactRoutes(app);
+  registerImportRoutes(app);
+  registerBroadcastRoutes(app);
   registerWebhookRoutes(app);
   registerDomainRoutes(app);
   registerKeyRoutes(app);
@@ -137,6 +146,10 @@ export function createDashboard() {
       if (err.code === 'not_found') return errorPage(c, 404, 'Not found', err.message);
       return errorPage(c, err.code === 'conflict' ? 409 : 422, 'Could not do that', err.message);
     }
+    // The API's services (contacts, topics, segments) speak in ApiError and ValidationError.
+    if (err instanceof ApiError && err.type === 'not_found') return errorPage(c, 404, 'Not found', err.message);
+    if (err instanceof ApiError && err.status === 409) return errorPage(c, 409, 'Could not do that', err.message);
+    if (err instanceof ValidationError) return errorPage(c, 422, 'Could not do that', err.message);
     // A project's template work queued past its bound (§22.8).
     if (err instanceof ApiError && err.type === 'rate_limit_exceeded') return errorPage(c, 429, 'Busy', err.message);
     c.var.deps.log.error({ err, requestId: c.var.requestId, path: c.req.path }, 'dashboard error');

@@ -74,6 +74,8 @@ export type LayoutProps = {
   project?: Project;
   /** Same-origin scripts this page adds; every page works without them. */
   scripts?: string[];
+  /** Reloads the page this often when scripts are off (a progress page still at work). */
+  refreshSeconds?: number;
   children?: Child;
 };
 
@@ -84,6 +86,10 @@ const PROJECT_PAGES = [
   ['/inbox', 'Inbox'],
   ['/received', 'Received'],
   ['/templates', 'Templates'],
+  ['/contacts', 'Contacts'],
+  ['/segments', 'Segments'],
+  ['/topics', 'Topics'],
+  ['/broadcasts', 'Broadcasts'],
   ['/suppressions', 'Suppressions'],
   ['/webhooks', 'Webhooks'],
   ['/domains', 'Domains'],
@@ -105,6 +111,7 @@ export function Layout(props: LayoutProps) {
           <link rel="icon" href={FAVICON} />
           <style>{raw(CSS)}</style>
           {props.scripts?.map((src) => <script src={src} defer></script>)}
+          {props.refreshSeconds && <noscript><meta http-equiv="refresh" content={String(props.refreshSeconds)} /></noscript>}
         </head>
         <body>
           <header>

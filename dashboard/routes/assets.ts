@@ -40,9 +40,40 @@ const LIVE_INBOX_SCRIPT = `'use strict';
 })();
 `;
 
+export const LIVE_PROGRESS_SCRIPT_PATH = `${BASE}/assets/live-progress.js`;
+
+/**
+ * A progress page's live bar (imports, broadcasts). The page works without it (it refreshes
+ * itself inside <noscript>); with it, the stream the bar names moves the bar and sets each
+ * `[data-count]` cell's text, and the page reloads once the work is done to show the outcome.
+ */
+const LIVE_PROGRESS_SCRIPT = `'use strict';
+(() => {
+  const bar = document.querySelector('progress[data-live]');
+  if (!bar || typeof EventSource !== 'function') return;
+  const status = document.getElementById('progress-status');
+  const source = new EventSource(bar.dataset.live);
+  source.addEventListener('progress', (event) => {
+    const p = JSON.parse(event.data);
+    bar.value = p.percent;
+    bar.textContent = p.percent + '%';
+    if (status) status.textContent = p.status;
+    for (const [key, value] of Object.entries(p.counts)) {
+      const cell = document.querySelector('[data-count="' + key + '"]');
+      if (cell) cell.textContent = String(value);
+    }
+    if (p.done) { source.close(); location.reload(); }
+  });
+})();
+`;
+
 export function registerAssetRoutes(app: Hono<DashEnv>) {
   app.get('/assets/live-inbox.js', (c) => {
     c.header('Content-Type', 'text/javascript; charset=utf-8');
     return c.body(LIVE_INBOX_SCRIPT, 200);
+  });
+  app.get('/assets/live-progress.js', (c) => {
+    c.header('Content-Type', 'text/javascript; charset=utf-8');
+    return c.body(LIVE_PROGRESS_SCRIPT, 200);
   });
 }

@@ -56,3 +56,16 @@ export async function segmentMemberIds(sql: Db, projectId: string, segmentId: st
     select contact_id from contact_segments where segment_id = ${segmentId} and project_id = ${projectId} order by contact_id`;
   return rows.map((r) => r.contactId);
 }
+
+/**
+ * Members per segment, each counted only up to `cap` (one index range of the primary key each,
+ * never more than cap + 1 rows): a page of segments costs the same at any segment size.
+ */
+export async function segmentMemberCounts(sql: Db, projectId: string, ids: string[], cap: number) {
+  if (!ids.length) return new Map<string, number>();
+  const rows = await sql<{ id: string; members: number }[]>`
+    select s.id, (select count(*)::int from (
+      select 1 from contact_segments cs where cs.segment_id = s.id and cs.project_id = ${projectId} limit ${cap + 1}) m) as members
+    from segments s where s.project_id = ${projectId} and s.id = any(${ids}::text[])`;
+  return new Map(rows.map((r) => [r.id, r.members]));
+}

@@ -69,3 +69,13 @@ test('a form under the limit still reaches the CSRF check', async () => {
   });
   assert.equal(res.status, 403, 'refused by CSRF, not by size');
 });
+
+test('the streamed import upload, the one path past the limit, is refused before its body is read without a valid token', async () => {
+  const { projectId } = await ctx.tenant('uploads');
+  const head = `POST /dashboard/projects/${projectId}/imports?_csrf=${'f'.repeat(64)} HTTP/1.1\r\nHost: 127.0.0.1\r\n`
+    + 'Content-Type: multipart/form-data; boundary=x\r\nTransfer-Encoding: chunked\r\n\r\n';
+  const { status, sentWhenAnswered } = await uploadUntilAnswered(head, SIXTY_FOUR_MIB, true);
+  assert.equal(status, 403);
+  assert.ok(sentWhenAnswered < SIXTY_FOUR_MIB / 4, `answered after ${sentWhenAnswered} bytes`);
+  assert.equal((await ctx.sql`select 1 from contact_imports where project_id = ${projectId}`).length, 0);
+});

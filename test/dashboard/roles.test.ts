@@ -7,6 +7,11 @@ import { newId } from '../../src/platform/ids.ts';
 import { createEndpoint } from '../../src/webhooks/service.ts';
 import { createTemplate } from '../../src/templates/service.ts';
 import { createInvitation } from '../../src/members/invitations.ts';
+import { createContact } from '../../src/contacts/service.ts';
+import { createSegment } from '../../src/segments/service.ts';
+import { createTopic } from '../../src/topics/service.ts';
+import { createImport } from '../../src/contacts/imports/service.ts';
+import { createBroadcast } from '../../src/broadcasts/service.ts';
 import { createTestContext } from '../helpers/app.ts';
 import { memberSession } from './client.ts';
 
@@ -20,12 +25,18 @@ const ctx = await createTestContext({ env: { NODE_ENV: 'development' } });
 const { projectId, keyId } = await ctx.tenant('roles');
 const { endpoint } = await createEndpoint(ctx.sql, ctx.config, projectId, 'http://127.0.0.1:9/in');
 const template = await createTemplate(ctx.sql, projectId, { name: 'Welcome', html: '<p>Hi</p>' });
+const segment = await createSegment(ctx.sql, projectId, { name: 'Customers' });
+const topic = await createTopic(ctx.sql, projectId, { name: 'News', default_subscription: 'opt_in' });
+const contact = await createContact(ctx.sql, projectId, { email: 'ann@example.com', segment_ids: [segment.id] });
+const imported = await createImport(ctx.sql, projectId, { file: (async function* () { yield Buffer.from('email\nbo@example.com\n'); })(), fields: {} }, 1 << 20);
+const broadcast = await createBroadcast(ctx.sql, projectId, { segment_id: segment.id, from: 'news@example.com', subject: 'Hi', html: '<p>Hi</p>' });
 const sessions = Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await memberSession(ctx, r)] as const))) as Record<Role, Awaited<ReturnType<typeof memberSession>>>;
 const target = await memberSession(ctx, 'developer', 'target@example.com');
 const invitation = await createInvitation(ctx.sql, { email: 'invited@example.com', role: 'developer', invitedBy: null, baseUrl: 'http://x' });
 
 const PARAMS: Record<string, string> = {
   projectId, keyId, endpointId: endpoint.id, templateId: template.id, memberId: target.id, invitationId: invitation.id,
+  contactId: contact.id, segmentId: segment.id, topicId: topic.id, importId: imported.id, broadcastId: broadcast.id,
   domainId: newId('domain'), deliveryId: newId('delivery'), emailId: newId('email'), messageId: newId('sinkMessage'),
 };
 
@@ -43,9 +54,23 @@ const FIELDS: Record<string, Record<string, string>> = {
   '/projects/:projectId/domains': { domain: 'mail.example.com' },
   '/projects/:projectId/domains/:domainId/tracking': { open_tracking: 'on' },
   '/projects/:projectId/keys': { name: 'stolen' },
+  '/projects/:projectId/contacts': { email: 'new@example.com' },
+  '/projects/:projectId/contacts/:contactId': { first_name: 'Renamed', unsubscribed: 'on' },
+  '/projects/:projectId/contacts/:contactId/segments': { segment_id: 'x' },
+  '/projects/:projectId/contacts/:contactId/topics': { 'topic.x': 'opt_out' },
+  '/projects/:projectId/topics': { name: 'Other', default_subscription: 'opt_out' },
+  '/projects/:projectId/topics/:topicId': { name: 'Renamed' },
+  '/projects/:projectId/segments': { name: 'Other' },
+  '/projects/:projectId/segments/:segmentId': { name: 'Renamed' },
+  '/projects/:projectId/broadcasts': { segment_id: segment.id, from: 'news@example.com', subject: 'Other', html: '<p>x</p>' },
+  '/projects/:projectId/broadcasts/:broadcastId': { segment_id: segment.id, from: 'news@example.com', subject: 'Renamed', html: '<p>y</p>' },
+  '/projects/:projectId/broadcasts/:broadcastId/test': { to: 'qa@example.com' },
+  '/projects/:projectId/broadcasts/:broadcastId/send': { scheduled_at: 'in 1 hour' },
 };
 
 const url = (path: string) => `/dashboard${path === '/' ? '' : path}`.replace(/:(\w+)/g, (_, name: string) => PARAMS[name]!);
+/** A form's URL as its page has it: the streamed import upload carries its token in the query. */
+const formUrl = (path: string, csrf: string) => (path.endsWith('/imports') ? `${url(path)}?_csrf=${csrf}` : url(path));
 
 /** Every row of every table, hashed: what a refused request must leave untouched. */
 async function fingerprint(): Promise<string> {
@@ -83,7 +108,7 @@ test('every form, posted by a role the table refuses, is a 403 naming the role a
       const b = sessions[role].b;
       await b.get('/dashboard');
       const before = await fingerprint();
-      const { res, text } = method === 'POST' ? await b.post(url(path), FIELDS[path] ?? {}) : await b.get(url(path));
+      const { res, text } = method === 'POST' ? await b.post(formUrl(path, b.csrf), FIELDS[path] ?? {}) : await b.get(url(path));
       assert.equal(res.status, 403, `${role} ${method} ${path}`);
       const least = PERMISSIONS[action].at(-1)!;
       assert.match(text, new RegExp(`This needs the ${least} role`), `${role} POST ${path}: the page names the role needed`);
@@ -122,7 +147,7 @@ test('the roles the table allows get past it', async () => {
       if (!allows(role, action)) continue;
       const b = sessions[role].b;
       await b.get('/dashboard');
-      const { res } = await b.post(url(path), FIELDS[path] ?? {});
+      const { res } = await b.post(formUrl(path, b.csrf), FIELDS[path] ?? {});
       assert.notEqual(res.status, 403, `${role} POST ${path}`);
     }
   }
