@@ -72,7 +72,7 @@ for (const [path, body, shape] of [
   ['/resend/emails', asObject, 'resend'],
 ] as const) {
   test(`POST ${path} with a million small lists (${(body.length / 1048576).toFixed(1)} MiB, ${body[0] === 0x7b ? 'an object' : 'a list'}) is refused while /healthz answers within 250 ms`, { timeout: 120_000 }, async () => {
-    const m = await withinBudget(5, 250, () => whileProbing(url, api.child.pid!, `POST ${path}: a million small lists`, () => post(path, body)));
+    const m = await withinBudget(5, 250, () => whileProbing(url, `POST ${path}: a million small lists`, () => post(path, body), { pid: api.child.pid! }));
     assert.ok([413, 422].includes(m.result.status), `${m.result.status}: ${m.result.text.slice(0, 200)}`);
     if (shape === 'detail') assert.equal((JSON.parse(m.result.text) as { detail: { type: string }[] }).detail[0]!.type, 'too_many_values');
     else assert.match(m.result.text, /100000 values/);

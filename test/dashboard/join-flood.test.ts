@@ -36,9 +36,9 @@ const warmed = await join();
 
 test('twenty parallel joins with unknown tokens, three rounds: each 410 or 429, /healthz within 250 ms, RSS under 400 MB', { timeout: 300_000 }, async () => {
   const statuses: number[] = [];
-  const m = await withinBudget(5, 250, () => whileProbing(url, api.child.pid!, 'join flood: 3 × 20 unknown tokens', async () => {
+  const m = await withinBudget(5, 250, () => whileProbing(url, 'join flood: 3 × 20 unknown tokens', async () => {
     for (let round = 0; round < 3; round++) statuses.push(...await Promise.all(Array.from({ length: 20 }, join)));
-  }), 400);
+  }, { pid: api.child.pid! }), 400);
   assert.ok([410, 429].includes(warmed));
   assert.ok(statuses.every((s) => s === 410 || s === 429), `answers: ${[...new Set(statuses)].join(', ')}`);
   // Redis keeps the per-client count for a minute, so a rerun may find it spent already.

@@ -1,7 +1,4 @@
-import { spawn } from 'node:child_process';
-import { setPriority } from 'node:os';
 import type { AddressInfo } from 'node:net';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { after } from 'node:test';
 import { serve } from '@hono/node-server';
 import type { App } from '../../src/http/app.ts';
@@ -26,47 +23,7 @@ export async function serveApp(app: App): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
-/**
- * Runs `work` while a process of its own probes `${url}/healthz` every 50 ms; answers the work's
- * result and the slowest probe. The prober's own first probe (its start) is not counted.
- */
-export async function whileProbing<T>(url: string, label: string, work: () => Promise<T>): Promise<{ result: T; worst: number; probes: number }> {
-  const prober = spawn(process.execPath, ['-e', `
-    let worst = 0, probes = 0, done = false;
-    process.stdin.on('end', () => { done = true; }).resume();
-    (async () => {
-      try { const r = await fetch(${JSON.stringify(url)} + '/healthz'); await r.arrayBuffer(); } catch {}
-      console.log('ready');
-      while (!done && probes < 20000) {
-        const t = performance.now();
-        try { const r = await fetch(${JSON.stringify(url)} + '/healthz', { signal: AbortSignal.timeout(60000) }); await r.arrayBuffer(); } catch {}
-        worst = Math.max(worst, performance.now() - t); probes++;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      console.log(JSON.stringify({ worst, probes }));
-    })();`], { stdio: ['pipe', 'pipe', 'inherit'] });
-  // The prober stands in for a health checker on another host: on a shared machine it is scheduled
-  // first where allowed, so its probes time the API, not its own wait for a CPU.
-  try { setPriority(prober.pid!, -10); } catch { /* not permitted: probes as it is */ }
-  let out = '';
-  prober.stdout!.on('data', (d) => { out += d; });
-  const exited = new Promise((resolve) => prober.on('exit', resolve));
-  for (let i = 0; i < 200 && !out.includes('ready'); i++) await new Promise((r) => setTimeout(r, 50));
-  // This process's own event loop delay, beside the probes: tells a held loop from a busy machine.
-  const delay = monitorEventLoopDelay({ resolution: 10 });
-  delay.enable();
-  let result: T;
-  try {
-    result = await work();
-  } finally {
-    delay.disable();
-    prober.stdin!.end();
-    await exited;
-  }
-  const { worst, probes } = JSON.parse(out.slice(out.indexOf('{'))) as { worst: number; probes: number };
-  console.log(JSON.stringify({ hostile: label, worst_healthz_ms: Math.round(worst), probes, loop_delay_max_ms: Math.round(delay.max / 1e6) }));
-  return { result, worst, probes };
-}
+export { whileProbing } from './responsiveness.ts';
 
 /** A message whose text body is 200,000 lines `Op a` (1.2 MB): quadratic for JavaScript reply parsers. */
 export function opaMessage(to: string): Buffer {

@@ -18,7 +18,7 @@ copyFileSync(path.join(ROOT, 'scripts/build.mjs'), path.join(dir, 'scripts/build
 symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
 writeFileSync(path.join(dir, 'package.json'), '{"type":"module"}');
 writeFileSync(path.join(dir, 'package-lock.json'), '{}');
-for (const entry of ['main', 'worker', 'cli', 'template-thread', 'mime-thread']) writeFileSync(path.join(dir, `src/${entry}.ts`), 'export {};\n');
+for (const entry of ['main', 'worker', 'cli', 'template-thread', 'contacts-import-thread', 'mime-thread']) writeFileSync(path.join(dir, `src/${entry}.ts`), 'export {};\n');
 // Loads its chunk only when asked on stdin, long after it started.
 writeFileSync(path.join(dir, 'src/api.ts'), `
 process.stdout.write('ready\\n');

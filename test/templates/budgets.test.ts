@@ -1,9 +1,8 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
 import { spawnEntry } from '../helpers/process.ts';
+import { whileProbing as probe } from '../helpers/responsiveness.ts';
 import { SmtpSession, emailIdOf } from '../relay/setup.ts';
 
 // §18.1: no request blocks the event loop. Each heavy request goes to a real API process while a
@@ -25,65 +24,8 @@ const api = spawnEntry('src/api.ts', {
 const { url } = (await api.logLine('api listening')) as { url: string };
 const relayPort = ((await api.logLine('smtp relay listening')) as { listeners: { port: number }[] }).listeners[0]!.port;
 
-/** The API's RSS in MB: the largest process under the one spawned (tsx runs the API as its child). */
-function apiRssMb(): number {
-  const tree = (pid: number): number[] => {
-    let kids: number[] = [];
-    try {
-      kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-    } catch { /* gone */ }
-    return [pid, ...kids.flatMap(tree)];
-  };
-  let most = 0;
-  for (const pid of tree(api.child.pid!)) {
-    try {
-      const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
-      most = Math.max(most, kb / 1024);
-    } catch { /* gone */ }
-  }
-  return most;
-}
-
-/**
- * Runs `work` while probing /healthz every 50 ms; answers the work's result, the slowest probe
- * and the largest RSS seen. Probes are bounded in number by the work's own time.
- */
-async function whileProbing<T>(label: string, work: () => Promise<T>) {
-  // The probes run in a process of their own, so this process's work (building and sending 20 MiB)
-  // never counts as the API's. It probes every 50 ms until its stdin closes, then prints the worst.
-  const prober = spawn(process.execPath, ['-e', `
-    let worst = 0, probes = 0, done = false;
-    process.stdin.on('end', () => { done = true; }).resume();
-    (async () => {
-      // A first probe, not counted: it pays for this process's own start (the connection, the JIT).
-      try { const r = await fetch(${JSON.stringify(url)} + '/healthz'); await r.arrayBuffer(); } catch {}
-      console.log('ready');
-      while (!done && probes < 10000) {
-        const t = performance.now();
-        try { const r = await fetch(${JSON.stringify(url)} + '/healthz', { signal: AbortSignal.timeout(30000) }); await r.arrayBuffer(); } catch {}
-        worst = Math.max(worst, performance.now() - t); probes++;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      console.log(JSON.stringify({ worst, probes }));
-    })();`], { stdio: ['pipe', 'pipe', 'inherit'] });
-  let out = '';
-  prober.stdout!.on('data', (d) => { out += d; });
-  const exited = new Promise((resolve) => prober.on('exit', resolve));
-  let rss = apiRssMb();
-  const sampler = setInterval(() => { rss = Math.max(rss, apiRssMb()); }, 50);
-  for (let i = 0; i < 200 && !out.includes('ready'); i++) await new Promise((r) => setTimeout(r, 50));
-  let result: T;
-  try {
-    result = await work();
-  } finally {
-    clearInterval(sampler);
-    prober.stdin!.end();
-    await exited;
-  }
-  const { worst, probes } = JSON.parse(out.slice(out.indexOf('{'))) as { worst: number; probes: number };
-  console.log(JSON.stringify({ request: label, worst_healthz_ms: Math.round(worst), max_rss_mb: Math.round(rss), probes }));
-  return { result, worst, rss };
-}
+/** §18.1's probe loop beside each request, with the API's RSS. */
+const whileProbing = <T>(label: string, work: () => Promise<T>) => probe(url, label, work, { pid: api.child.pid! });
 
 async function call(path: string, body: unknown, raw?: Buffer) {
   const res = await fetch(`${url}${path}`, {
