@@ -395,22 +395,25 @@ export async function liveLeaseEnd(sql: Sql, projectId: string, emailId: string)
 }
 
 /**
- * A scheduled email that fell due while its project is paused waits as `queued`, like the rest of
- * its held mail; the resume gives it its job again. True when the project is paused and the email
- * is held (`queued`, the resume's to release). An email another attempt holds (`sending`) is not:
- * the resume releases only queued mail, so its job must still look again when that lease ends.
+ * Why a queued email was not claimed. `held`: its project is paused, and the resume gives it its
+ * job again (§19.4); a scheduled email that fell due meanwhile waits as `queued` with the rest.
+ * `claimable`: a resume came between the claim and this look, so the claim must be tried again:
+ * the resume may have re-queued its mail before this email's row was visible to it (a page or a
+ * send committed at that moment). The pause row is read `for share`, so a resume in progress is
+ * waited for, never read half-done. `other`: not queued (another attempt holds it, or it is settled).
  */
-export async function holdIfPaused(sql: Sql, projectId: string, emailId: string): Promise<boolean> {
-  const [row] = await inEmailsDay(sql, emailId, (table) => sql<[{ held: boolean }?]>`
-    with paused as (select 1 from project_reputation where project_id = ${projectId} and paused_at is not null),
+export async function holdIfPaused(sql: Sql, projectId: string, emailId: string): Promise<'held' | 'claimable' | 'other'> {
+  const [row] = await inEmailsDay(sql, emailId, (table) => sql<[{ paused: boolean; queued: boolean }?]>`
+    with paused as (select 1 from project_reputation where project_id = ${projectId} and paused_at is not null for share),
     held as (
       update ${sql(table)} set status = 'queued', updated_at = now()
       where id = ${emailId} and project_id = ${projectId} and status = 'scheduled' and scheduled_at <= now() + interval '1 second'
         and exists (select 1 from paused)
       returning id)
-    select exists (select 1 from paused) and (exists (select 1 from held) or exists (
-      select 1 from ${sql(table)} where id = ${emailId} and project_id = ${projectId} and status = 'queued')) as held`);
-  return row?.held ?? false;
+    select exists (select 1 from paused) as paused, (exists (select 1 from held) or exists (
+      select 1 from ${sql(table)} where id = ${emailId} and project_id = ${projectId} and status = 'queued')) as queued`);
+  if (!row?.queued) return 'other';
+  return row.paused ? 'held' : 'claimable';
 }
 
 /** The email's job again at `delayMs` from now, keyed by the email so it replaces a waiting one. */

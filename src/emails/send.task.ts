@@ -213,8 +213,11 @@ export function emailSendTask(deps: WorkerDeps, outgoingHtml?: HtmlForSending): 
     const self = leases ? { id: leases.id, busy: leases.busy.has(emailId) } : undefined;
     const email = await q.claimEmail(sql, projectId, emailId, { owner, seconds: LEASE_SECONDS, deadAfterSeconds: config.workerDeadAfterSeconds, self });
     if (!email) {
-      // Held by a paused project: the resume gives it a job again (§19.4).
-      if (await q.holdIfPaused(sql, projectId, emailId)) return;
+      // Held by a paused project: the resume gives it a job again (§19.4). Resumed since the claim
+      // looked: this job tries again, since the resume may not have seen the email.
+      const hold = await q.holdIfPaused(sql, projectId, emailId);
+      if (hold === 'held') return;
+      if (hold === 'claimable') return void await q.enqueueSendAgain(sql, projectId, emailId, 0);
       // Another attempt holds it: look again when its lease ends, in case that attempt dies.
       const leaseEnd = await q.liveLeaseEnd(sql, projectId, emailId);
       if (leaseEnd) await q.enqueueSendAgain(sql, projectId, emailId, leaseEnd.getTime() - Date.now() + 1000);
