@@ -6,6 +6,7 @@ import { waitFor } from '../helpers/wait.ts';
 import { createLogger } from '../../src/platform/log.ts';
 import { broadcastSendTask, BROADCAST_MAX_AHEAD } from '../../src/broadcasts/send.task.ts';
 import { seedSegment } from './fixtures.ts';
+import { warmMimePool } from '../helpers/hostile.ts';
 
 const ctx = await createTestContext({ env: { PUBLIC_BASE_URL: 'https://mail.example.test', WORKER_CONCURRENCY: '4' } });
 
@@ -27,6 +28,9 @@ test('transactional mail accepted behind a queued broadcast page reaches the pro
     const sent = await ctx.call(key, '/v1/emails', { method: 'POST', body: { from: 'a@example.test', to: `reset${i}@example.test`, subject: 'Reset', text: 'x' } });
     transactional.push(((await sent.json()) as { id: string }).id);
   }
+  // The sink answers once its parse thread has read the message: threads already started, so a
+  // cold thread's first parse does not reorder what the worker handed over.
+  await warmMimePool();
   await startTestWorker(ctx.config, ctx.sql);
   await waitFor('the broadcast to be sent', async () => {
     const [b] = await ctx.sql<[{ status: string }]>`select status from broadcasts where id = ${id}`;
