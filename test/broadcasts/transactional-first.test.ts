@@ -38,10 +38,11 @@ test('transactional mail accepted behind a queued broadcast page reaches the pro
   }, 150_000, 200);
   const order = await ctx.sql<{ id: string }[]>`select id from emails where project_id = ${projectId} order by sent_at, id`;
   const positions = transactional.map((t) => order.findIndex((o) => o.id === t));
-  // Claims go by priority: only sends already taken when the worker started (its concurrency) can
-  // be claimed ahead, and sends claimed beside a transactional one may finish before it (one more
-  // round of the concurrency). Without priority they would come after the 500 queued before them.
-  assert.ok(positions.every((p) => p >= 0 && p < 2 * 4 + 3), `transactional sent first (positions ${positions})`);
+  // Claims go by priority, so the worker hands the transactional mail over among its first sends.
+  // The order the sink finishes them in is not the order they were handed over (its parse threads
+  // take them as they come free), so the bound leaves room for that; without priority they would
+  // come after the 500 broadcast emails queued before them.
+  assert.ok(positions.every((p) => p >= 0 && p < 50), `transactional sent first (positions ${positions})`);
   const [total] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from emails where broadcast_id = ${id} and status = 'sent'`;
   assert.equal(total.n, 600);
 });
