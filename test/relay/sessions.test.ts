@@ -1,4 +1,4 @@
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { connect } from 'node:net';
@@ -14,6 +14,8 @@ const good = message({ From: 'app@example.com', To: 'ann@example.net', Subject: 
 /** Runs a Python script with the relay's port as argv[1]; answers its stdout lines. */
 function python(script: string, args: string[]): { lines: () => string[]; input: (line: string) => void; done: Promise<number | null> } {
   const child = spawn('python3', ['-u', '-c', script, String(ctx.port), ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+  // A failed assertion must not leave the client waiting on its stdin, holding a relay slot and the file open.
+  after(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
   let out = '';
   child.stdout.on('data', (d) => { out += d; });
   return {
