@@ -19,7 +19,8 @@ function python(script: string, args: string[]): { lines: () => string[]; input:
   let out = '';
   child.stdout.on('data', (d) => { out += d; });
   return {
-    lines: () => out.split('\n').filter(Boolean),
+    // Whole lines only: a chunk may end mid-line.
+    lines: () => out.split('\n').slice(0, -1).filter(Boolean),
     input: (line) => child.stdin.write(`${line}\n`),
     done: new Promise((resolve) => child.on('exit', resolve)),
   };
