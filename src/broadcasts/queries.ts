@@ -3,32 +3,6 @@ import type { Sql, TxSql } from '../platform/db.ts';
 
 export type BroadcastStatus = 'draft' | 'scheduled' | 'sending' | 'sent' | 'canceled';
 
-export type BroadcastRow = {
-  id: string;
-  projectId: string;
-  name: string;
-  segmentId: string;
-  topicId: string | null;
-  fromAddress: string;
-  replyToAddresses: string[];
-  subject: string;
-  previewText: string | null;
-  html: string | null;
-  text: string | null;
-  templateId: string | null;
-  templateVersion: number | null;
-  status: BroadcastStatus;
-  scheduledAt: Date | null;
-  snapshotAt: Date | null;
-  sentAt: Date | null;
-  pagedAt: Date | null;
-  canceledFrom: 'scheduled' | 'sending' | null;
-  cursor: string | null;
-  recipients: number;
-  suppressed: number;
-  createdAt: Date;
-};
-
 export type BroadcastContent = {
   name: string;
   segmentId: string;
@@ -41,6 +15,22 @@ export type BroadcastContent = {
   text: string | null;
   templateId: string | null;
   templateVersion: number | null;
+};
+
+/** A broadcast as stored: its content, and where its send stands. */
+export type BroadcastRow = BroadcastContent & {
+  id: string;
+  projectId: string;
+  status: BroadcastStatus;
+  scheduledAt: Date | null;
+  snapshotAt: Date | null;
+  sentAt: Date | null;
+  pagedAt: Date | null;
+  canceledFrom: 'scheduled' | 'sending' | null;
+  cursor: string | null;
+  recipients: number;
+  suppressed: number;
+  createdAt: Date;
 };
 
 const COLUMNS = (sql: Sql | TxSql) => sql`id, project_id, name, segment_id, topic_id, from_address, reply_to_addresses, subject,
