@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { after } from 'node:test';
 import { TEST_SECRET_KEY } from './app.ts';
 import { spawnEntry, type Spawned } from './process.ts';
+import { testRedisUrl } from './redis.ts';
 
 /**
  * The API as a real process, for measuring what a request costs it (§18.1, §22): `/healthz` probed
@@ -20,7 +21,7 @@ export async function spawnApi(databaseUrl: string, env: Record<string, string> 
     await api.exited;
   });
   api = spawnEntry('src/api.ts', {
-    DATABASE_URL: databaseUrl, REDIS_URL: process.env.REDIS_URL || 'redis://127.0.0.1:6379', SECRET_KEY: TEST_SECRET_KEY,
+    DATABASE_URL: databaseUrl, REDIS_URL: (await testRedisUrl()) ?? 'redis://127.0.0.1:6379', SECRET_KEY: TEST_SECRET_KEY,
     PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env,
   });
   const { url } = (await api.logLine('api listening', 90_000)) as { url: string };

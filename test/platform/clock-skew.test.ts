@@ -3,11 +3,12 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
 import { spawnEntry } from '../helpers/process.ts';
+import { testRedisUrl } from '../helpers/redis.ts';
 
 // §22.12: an email's day is the database's day. An API host whose clock is 10 days behind (Debian
 // `faketime`'s libfaketime under the process) files its mail under today's partition.
 const LIBFAKETIME = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/faketime/libfaketime.so.1'].find((p) => existsSync(p));
-const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const REDIS_URL = (await testRedisUrl()) ?? 'redis://127.0.0.1:6379';
 const DAY_MS = 86_400_000;
 
 test('an API whose clock is 10 days behind accepts every send (201) and files it under the database\'s today', {

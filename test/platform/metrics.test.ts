@@ -11,6 +11,7 @@ import { waitFor } from '../helpers/wait.ts';
 import { ses, sentEmail } from '../events/fixtures.ts';
 import { ingestSesRecord } from '../../src/events/ingest.ts';
 import { createLogger } from '../../src/platform/log.ts';
+import { testRedisUrl } from '../helpers/redis.ts';
 
 type Family = { name: string; type: string; metrics: Array<{ labels?: Record<string, string>; value?: string; count?: string; buckets?: Record<string, string> }> };
 
@@ -91,7 +92,7 @@ test('a worker process serves its metrics on METRICS_PORT', async () => {
   const { url } = await createTestDatabase();
   const port = await freePort();
   const worker = spawnEntry('src/worker.ts', {
-    DATABASE_URL: url, SECRET_KEY: TEST_SECRET_KEY, REDIS_URL: process.env.REDIS_URL || 'redis://127.0.0.1:6379',
+    DATABASE_URL: url, SECRET_KEY: TEST_SECRET_KEY, REDIS_URL: (await testRedisUrl()) ?? 'redis://127.0.0.1:6379',
     HOST: '127.0.0.1', SINK_SMTP_PORT: '0', METRICS_PORT: String(port), LOG_LEVEL: 'info',
   });
   await worker.logLine('metrics listening');

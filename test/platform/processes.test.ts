@@ -10,8 +10,9 @@ import path from 'node:path';
 import { createProject } from '../../src/projects/service.ts';
 import { createApiKey } from '../../src/keys/service.ts';
 import { TEST_SECRET_KEY } from '../helpers/app.ts';
+import { testRedisUrl } from '../helpers/redis.ts';
 
-const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const REDIS_URL = (await testRedisUrl()) ?? 'redis://127.0.0.1:6379';
 const env = (databaseUrl: string, extra: Record<string, string> = {}) => ({
   DATABASE_URL: databaseUrl, REDIS_URL, SECRET_KEY: TEST_SECRET_KEY, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SINK_SMTP_PORT: '0', METRICS_PORT: '0', ...extra,
 });

@@ -3,9 +3,10 @@ import assert from 'node:assert/strict';
 import { createTestDatabase } from '../helpers/db.ts';
 import { runCli, spawnEntry } from '../helpers/process.ts';
 import { TEST_SECRET_KEY } from '../helpers/app.ts';
+import { testRedisUrl } from '../helpers/redis.ts';
 
 // §18.12: readiness tells the truth.
-const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const REDIS_URL = (await testRedisUrl()) ?? 'redis://127.0.0.1:6379';
 const env = (databaseUrl: string) => ({
   DATABASE_URL: databaseUrl, REDIS_URL, SECRET_KEY: TEST_SECRET_KEY, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SINK_SMTP_PORT: '0', METRICS_PORT: '0',
 });

@@ -23,7 +23,7 @@ async function unsentState(sql: ReturnType<typeof createSql>): Promise<string> {
   try {
     const rows = await Promise.race([
       sql`
-        select e.status, e.attempt_count, e.lease_owner, round(extract(epoch from e.lease_expires_at - now()))::int as lease_left_s,
+        select e.status, e.attempt_count, e.lease_owner, case when isfinite(e.lease_expires_at) then round(extract(epoch from e.lease_expires_at - now()))::int end as lease_left_s,
           j.locked_by, round(extract(epoch from j.run_at - now()))::int as run_in_s, j.attempts, left(j.last_error, 80) as last_error
         from emails e left join graphile_worker.jobs j on j.key = e.id
         where e.status <> 'sent' order by e.id limit 40`,
@@ -129,7 +129,7 @@ test('PostgreSQL restarted three times while 1,000 emails drain through SES: non
     // What each worker did last, without the lines every outage repeats.
     const serious = (l: string) => l.split('\n').filter((line) => line.startsWith('{') && !/notify listener|UNLISTEN|connection lost|heartbeat failed|"level":20/.test(line))
       .map((line) => line.slice(0, 220)).slice(-50).join('\n');
-    throw new Error(`${(err as Error).message}\n--- worker errors\n${logs.map(serious).join('\n---\n')}\n--- unsent emails and their jobs\n${await unsentState(sql)}`);
+    throw new Error(`${(err as Error).message}\n--- worker errors\n${logs.map(serious).join('\n---\n')}\n--- unsent emails and their jobs\n${await unsentState(sql)}\n--- failed on: ${(err as Error).message.split('\n')[0]}`);
   } finally {
     for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
     // SIGTERM, which tsx passes on: SIGKILL would end tsx alone and leave the API running.
