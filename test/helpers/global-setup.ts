@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import postgres from 'postgres';
 import { randomBytes } from 'node:crypto';
@@ -33,6 +34,8 @@ function withDatabase(url: string, database: string) {
 }
 
 export async function globalSetup() {
+  // The production bundle, which the tests start their API, worker and CLI processes from.
+  execFileSync(process.execPath, [path.resolve('scripts/build.mjs')], { stdio: 'inherit' });
   const candidates = [process.env.TEST_DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/postgres'].filter(Boolean) as string[];
   for (const url of candidates) {
     if (await answers(url)) { adminUrl = url; break; }

@@ -1,7 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
+import path from 'node:path';
 import { after } from 'node:test';
 import { TEST_SECRET_KEY } from './app.ts';
+import { ROOT } from './process.ts';
 
 /** A loopback port free right now, for a child process's listener. */
 export async function freePort(): Promise<number> {
@@ -38,7 +40,7 @@ after(() => { for (const child of children) child.kill('SIGKILL'); });
  * `stdout: 'pipe'` keeps its log readable from `child.stdout`.
  */
 export function startWorkerProcess(env: Record<string, string>, stdout: 'ignore' | 'pipe' = 'ignore'): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
+  const child = spawn(process.execPath, [path.join(ROOT, 'dist/worker.js')], {
     env: { PATH: process.env.PATH ?? '', METRICS_PORT: '0', ...env },
     stdio: ['ignore', stdout, 'pipe'],
   });
