@@ -54,7 +54,7 @@ export function hugePartHeaderMessage(to: string, bytes = 2 * 1024 * 1024): Buff
 
 /**
  * Starts the pool's threads and loads the parser in each, outside any probe window: a thread's
- * first start (under tsx, a compile) is a cost of the machine's, not of the message.
+ * first start (loading its modules) is a cost of the machine's, not of the message.
  */
 export async function warmMimePool(threads = 2) {
   const raw = Buffer.from('From: a@example.com\r\nSubject: warm\r\n\r\nHello.\r\n');

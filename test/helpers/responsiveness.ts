@@ -13,7 +13,7 @@ import { testRedisUrl } from './redis.ts';
  */
 export async function spawnApi(databaseUrl: string, env: Record<string, string> = {}): Promise<{ api: Spawned; url: string }> {
   // Registered before the spawn, so it runs before the spawn helper's own SIGKILL: SIGTERM lets
-  // tsx pass the signal on to the API it runs, which a SIGKILL would orphan.
+  // the API stop in order, its connections closed.
   let api: Spawned | undefined;
   after(async () => {
     if (!api || api.child.exitCode !== null) return;
@@ -28,7 +28,7 @@ export async function spawnApi(databaseUrl: string, env: Record<string, string> 
   return { api, url };
 }
 
-/** The API's RSS in MB: the largest process under the one spawned (tsx runs the API as its child). */
+/** The API's RSS in MB: the largest process under the one spawned (should the API run children of its own). */
 export function rssMb(rootPid: number): number {
   const tree = (pid: number): number[] => {
     let kids: number[] = [];

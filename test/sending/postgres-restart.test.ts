@@ -132,7 +132,7 @@ test('PostgreSQL restarted three times while 1,000 emails drain through SES: non
     throw new Error(`${(err as Error).message}\n--- worker errors\n${logs.map(serious).join('\n---\n')}\n--- unsent emails and their jobs\n${await unsentState(sql)}\n--- failed on: ${(err as Error).message.split('\n')[0]}`);
   } finally {
     for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
-    // SIGTERM, which tsx passes on: SIGKILL would end tsx alone and leave the API running.
+    // SIGTERM, so the API stops in order and closes its connections.
     if (api.child.exitCode === null) { api.child.kill('SIGTERM'); await Promise.race([api.exited, new Promise((r) => setTimeout(r, 12_000))]); }
     await sql.end({ timeout: 1 });
     await ses.close();

@@ -10,8 +10,8 @@ import { SmtpSession, emailIdOf } from '../relay/setup.ts';
 
 const ctx = await createTestContext();
 const { key } = await ctx.tenant();
-// Registered before the spawn, so it runs before the spawn helper's own SIGKILL: SIGTERM lets tsx
-// pass the signal to the API it runs, which then stops (a SIGKILL would orphan it).
+// Registered before the spawn, so it runs before the spawn helper's own SIGKILL: SIGTERM lets the
+// API stop in order, its connections closed.
 after(async () => {
   api.child.kill('SIGTERM');
   await api.exited;
