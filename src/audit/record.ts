@@ -5,7 +5,7 @@ import { currentActor, type Actor } from './actor.ts';
 /** The actions of CONTRACT §21.4. Add one here when a new kind of change is made. */
 export const AUDIT_ACTIONS = [
   'project.created',
-  'api_key.created', 'api_key.revoked',
+  'api_key.created', 'api_key.renamed', 'api_key.revoked',
   'webhook.created', 'webhook.updated', 'webhook.deleted', 'webhook.secret_rotated',
   'domain.created', 'domain.updated', 'domain.deleted', 'domain.receiving_enabled', 'domain.receiving_disabled',
   'template.created', 'template.updated', 'template.published', 'template.deleted',
@@ -29,7 +29,7 @@ export type AuditAction = (typeof AUDIT_ACTIONS)[number];
  */
 export const AUDIT_FIELDS = {
   project: ['name'],
-  api_key: ['name', 'permission'],
+  api_key: ['name', 'previous_name', 'permission'],
   webhook: ['url', 'enabled', 'event_types'],
   domain: ['name', 'region', 'mail_from_domain', 'open_tracking', 'click_tracking', 'tracking_domain', 'bucket', 'prefix'],
   template: ['name', 'alias', 'fields', 'version'],

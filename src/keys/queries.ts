@@ -52,6 +52,17 @@ export async function revokeKey(sql: Sql | TxSql, projectId: string, keyId: stri
   return row;
 }
 
+/** A key still in use gets a new name; `previousName` is the one it had. Undefined when not the project's or revoked. */
+export async function renameKey(sql: Sql | TxSql, projectId: string, keyId: string, name: string) {
+  const [row] = await sql<[(ApiKeyRow & { previousName: string })?]>`
+    update api_keys k set name = ${name}
+    from (select id, name from api_keys where id = ${keyId} and project_id = ${projectId} and revoked_at is null for update) prev
+    where k.id = prev.id and k.project_id = ${projectId}
+    returning k.id, k.project_id, k.name, k.key_prefix, k.permission, k.created_at, k.last_used_at, k.revoked_at,
+      prev.name as previous_name`;
+  return row;
+}
+
 export async function findKeyProject(sql: Sql, keyId: string) {
   const [row] = await sql<[{ projectId: string }?]>`select project_id from api_keys where id = ${keyId}`;
   return row?.projectId;

@@ -6,12 +6,12 @@ import { isWellFormedId } from '../platform/ids.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { resendPageQuery } from '../resend/paging.ts';
 import { findKey, listActiveKeysPage } from './queries.ts';
-import { createApiKey, revokeApiKey } from './service.ts';
+import { createApiKey, renameApiKey, revokeApiKey } from './service.ts';
 
 /**
  * `resend.apiKeys.*` at `/resend/api-keys`, through the same service as the CLI and dashboard
  * (audit entries included). Resend's `full_access` is Mailroom's `full`, `sending_access` its
- * `sending`; remove is revocation. Mailroom keys are not limited to a domain and are not renamed.
+ * `sending`; remove is revocation; update renames. Mailroom keys are not limited to a domain.
  */
 
 const PERMISSION = { full_access: 'full', sending_access: 'sending' } as const;
@@ -53,10 +53,16 @@ export function registerResendKeyRoutes(app: Hono<AppEnv>) {
 
   app.patch('/api-keys/:id', async (c) => {
     const id = keyId(c.req.param('id'));
-    const key = await findKey(c.var.deps.sql, c.var.projectId, id);
-    if (!key || key.revokedAt) throw new ApiError('not_found', 'API key not found.');
-    // A key's name is part of its audit trail (§21.4 labels every change with it), so it stays as made.
-    throw invalid('name', 'Mailroom keys keep the name they were made with: create a new key with the new name and remove this one');
+    const body = (await readJsonBody(c, 16 * 1024)) as Record<string, unknown> | null;
+    if (!body || typeof body !== 'object' || typeof body.name !== 'string') throw invalid('name', 'name is required');
+    try {
+      await renameApiKey(c.var.deps.sql, c.var.projectId, id, body.name);
+    } catch (err) {
+      if (err instanceof ServiceError && err.code === 'not_found') throw new ApiError('not_found', 'API key not found.');
+      if (err instanceof ServiceError && err.code === 'invalid_input') throw invalid('name', err.message);
+      throw err;
+    }
+    return c.json({ object: 'api_key', id }, 200);
   });
 
   app.delete('/api-keys/:id', async (c) => {

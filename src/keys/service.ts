@@ -17,10 +17,15 @@ export function hashApiKey(key: string): Buffer {
   return sha256(key);
 }
 
-export async function createApiKey(sql: Sql, projectId: string, name: string, permission: string = 'full') {
-  await requireProject(sql, projectId);
+function keyName(name: string) {
   const trimmed = name.trim();
   if (!trimmed || trimmed.length > 200) throw new ServiceError('invalid_input', 'key name must be 1 to 200 characters');
+  return trimmed;
+}
+
+export async function createApiKey(sql: Sql, projectId: string, name: string, permission: string = 'full') {
+  await requireProject(sql, projectId);
+  const trimmed = keyName(name);
   if (!(q.KEY_PERMISSIONS as readonly string[]).includes(permission)) {
     throw new ServiceError('invalid_input', `permission must be one of ${q.KEY_PERMISSIONS.join(', ')}`);
   }
@@ -52,6 +57,23 @@ export async function revokeApiKey(sql: Sql, projectId: string | undefined, keyI
     if (revoked?.newlyRevoked) await recordAudit(tx, { action: 'api_key.revoked', projectId: owner, target: { type: 'api_key', id: keyId }, changes: { name: revoked.name } });
     return revoked;
   }) : undefined;
+  if (!row) throw new ServiceError('not_found', `key ${keyId} not found`);
+  return row;
+}
+
+/**
+ * Renames a key still in use. Entries already in the audit log keep the label the key had when
+ * it acted; the rename itself records both names, so the trail reads across it.
+ */
+export async function renameApiKey(sql: Sql, projectId: string, keyId: string, name: string) {
+  const trimmed = keyName(name);
+  const row = await sql.begin(async (tx) => {
+    const renamed = await q.renameKey(tx, projectId, keyId, trimmed);
+    if (renamed && renamed.previousName !== trimmed) {
+      await recordAudit(tx, { action: 'api_key.renamed', projectId, target: { type: 'api_key', id: keyId }, changes: { name: trimmed, previous_name: renamed.previousName } });
+    }
+    return renamed;
+  });
   if (!row) throw new ServiceError('not_found', `key ${keyId} not found`);
   return row;
 }

@@ -6,14 +6,15 @@ import { isWellFormedId } from '../platform/ids.ts';
 import { ServiceError } from '../platform/errors.ts';
 import { resendPageQuery } from '../resend/paging.ts';
 import type { EndpointRow } from './schemas.ts';
-import { getEndpoint, listEndpointsPage } from './queries.ts';
+import { getEndpoint, getSealedSecret, listEndpointsPage } from './queries.ts';
+import { openSecret } from './secret.ts';
 import { createEndpoint, deleteEndpoint, parseEventTypes, rotateEndpointSecret, updateEndpoint } from './service.ts';
 
 /**
  * `resend.webhooks.*` at `/resend/webhooks`, through the same service as the CLI and dashboard
- * (destination checks, audit entries). A signing secret is shown when it is made, by create and
- * by `signing-secret/rotate`, and never read back: `webhooks.get` answers `signing_secret: ""`
- * (a key that could read it could forge deliveries unnoticed; rotating at least shows).
+ * (destination checks, audit entries). `webhooks.get` answers the signing secret, as Resend's
+ * does (its SDK types it as always there): the full key that reads it could as well point the
+ * endpoint elsewhere or rotate it. A secret sealed under another SECRET_KEY reads as "".
  */
 
 const status = (row: EndpointRow) => (row.status === 'active' ? 'enabled' as const : 'disabled' as const);
@@ -66,9 +67,18 @@ export function registerResendWebhookRoutes(app: Hono<AppEnv>) {
   });
 
   app.get('/webhooks/:id', async (c) => {
-    const row = await getEndpoint(c.var.deps.sql, c.var.projectId, endpointId(c.req.param('id')));
-    if (!row) throw new ApiError('not_found', 'Webhook not found.');
-    return c.json({ object: 'webhook', ...toResendWebhook(row), signing_secret: '' }, 200);
+    const { sql, config } = c.var.deps;
+    const id = endpointId(c.req.param('id'));
+    const row = await getEndpoint(sql, c.var.projectId, id);
+    const sealed = row && await getSealedSecret(sql, c.var.projectId, id);
+    if (!row || !sealed) throw new ApiError('not_found', 'Webhook not found.');
+    let secret = '';
+    try {
+      secret = openSecret(config, sealed);
+    } catch {
+      // Sealed under another SECRET_KEY: deliveries fail as `secret_unreadable` until it is rotated.
+    }
+    return c.json({ object: 'webhook', ...toResendWebhook(row), signing_secret: secret }, 200);
   });
 
   app.patch('/webhooks/:id', async (c) => {

@@ -7,6 +7,7 @@ import { createTestContext } from '../helpers/app.ts';
 import { startFakeSesIdentities } from '../helpers/fake-ses-identities.ts';
 import { connectProvider } from '../../src/providers/connections.ts';
 import { createApiKey } from '../../src/keys/service.ts';
+import { standardWebhookHeaders } from '../../src/webhooks/sign.ts';
 
 // CONTRACT §23.8: resend.domains, resend.apiKeys and resend.webhooks, with the official SDK
 // pointed at /resend, in the shapes its own types declare, through the same services as /v1.
@@ -129,7 +130,7 @@ test('domains: what Mailroom cannot do is refused by name; errors in Resend\'s s
   assert.equal(badLimit.error!.name, 'validation_error');
 });
 
-test('apiKeys: create answers {id, token}; a sending_access token sends only; list; update refused; remove revokes', async () => {
+test('apiKeys: create answers {id, token}; a sending_access token sends only; list; update renames; remove revokes', async () => {
   const created = await resend.apiKeys.create({ name: 'ci', permission: 'sending_access' });
   assert.equal(created.error, null, JSON.stringify(created.error));
   const { id, token } = created.data!;
@@ -162,12 +163,22 @@ test('apiKeys: create answers {id, token}; a sending_access token sends only; li
   const next = await resend.apiKeys.list({ limit: 1, after: paged.data!.data[0]!.id });
   assert.notEqual(next.data!.data[0]!.id, paged.data!.data[0]!.id);
 
-  const renamed = await resend.apiKeys.update(id, { name: 'new name' });
-  assert.equal(renamed.error!.name, 'validation_error');
-  assert.match(renamed.error!.message, /create a new key/);
+  const renamed = await resend.apiKeys.update(id, { name: '  new name ' });
+  assert.deepEqual(renamed.data, { object: 'api_key', id });
+  assert.equal((await resend.apiKeys.list()).data!.data.find((k) => k.id === id)!.name, 'new name');
+  // The renamed key still works, and its rename is recorded with both names.
+  assert.equal((await sender.emails.send({ from: 'app@acme.test', to: 'ann@example.net', subject: 'Hi', text: 'Hi' })).error, null);
+  const renames = await audit(tenant.projectId, 'api_key.renamed');
+  assert.deepEqual(renames.map((e) => [e.targetId, e.actorType, e.changes]), [[id, 'api_key', { name: 'new name', previous_name: 'ci' }]]);
+  // The same name again changes nothing and records nothing; a bad name is refused.
+  assert.deepEqual((await resend.apiKeys.update(id, { name: 'new name' })).data, { object: 'api_key', id });
+  assert.equal((await audit(tenant.projectId, 'api_key.renamed')).length, 1);
+  for (const name of ['', ' ', 'x'.repeat(201)]) assert.equal((await resend.apiKeys.update(id, { name })).error!.name, 'validation_error', JSON.stringify(name));
+  assert.equal((await resend.apiKeys.update(id, {} as { name: string })).error!.name, 'validation_error');
 
   const removed = await resend.apiKeys.remove(id);
   assert.deepEqual(removed.data, { object: 'api_key', id, deleted: true });
+  assert.equal((await resend.apiKeys.update(id, { name: 'revived' })).error!.name, 'not_found', 'a revoked key is not renamed');
   const after = await sender.emails.send({ from: 'app@acme.test', to: 'ann@example.net', subject: 'Hi', text: 'Hi' });
   assert.equal(after.error!.name, 'invalid_api_key');
   assert.ok(!(await resend.apiKeys.list()).data!.data.some((k) => k.id === id), 'a removed key is not listed');
@@ -183,7 +194,7 @@ test('apiKeys: create answers {id, token}; a sending_access token sends only; li
   assert.equal((await resend.apiKeys.remove('key_01ARZ3NDEKTSV4RRFFQ69G5FAV')).error!.name, 'not_found');
 });
 
-test('webhooks: create answers the signing secret; get, list, update, rotate, remove', async () => {
+test('webhooks: create answers the signing secret; get (with its secret), list, update, rotate, remove', async () => {
   const created = await resend.webhooks.create({ endpoint: 'https://127.0.0.1:9/hooks', events: ['email.sent', 'email.delivered'] });
   assert.equal(created.error, null, JSON.stringify(created.error));
   const { id, signing_secret: secret } = created.data!;
@@ -194,7 +205,7 @@ test('webhooks: create answers the signing secret; get, list, update, rotate, re
   const got = await resend.webhooks.get(id);
   assert.deepEqual(got.data, {
     object: 'webhook', id, created_at: got.data!.created_at, status: 'enabled', endpoint: 'https://127.0.0.1:9/hooks',
-    events: ['email.sent', 'email.delivered'], signing_secret: '',
+    events: ['email.sent', 'email.delivered'], signing_secret: secret,
   });
   assert.match(got.data!.created_at, ISO);
 
@@ -216,6 +227,15 @@ test('webhooks: create answers the signing secret; get, list, update, rotate, re
   assert.equal(rotated.data!.id, id);
   assert.match(rotated.data!.signing_secret, /^whsec_/);
   assert.notEqual(rotated.data!.signing_secret, secret);
+  assert.equal((await resend.webhooks.get(id)).data!.signing_secret, rotated.data!.signing_secret, 'get reads the current secret');
+  // The secret it answers is the one deliveries are signed with: the SDK's own verify accepts them.
+  const current = (await resend.webhooks.get(id)).data!.signing_secret;
+  const payload = JSON.stringify({ id: 'evt_1', type: 'email.sent', data: {} });
+  const signed = standardWebhookHeaders(current, 'evt_1', Math.floor(Date.now() / 1000), payload);
+  const headers = { id: signed['webhook-id']!, timestamp: signed['webhook-timestamp']!, signature: signed['webhook-signature']! };
+  assert.equal((resend.webhooks.verify({ payload, headers, webhookSecret: current }) as unknown as { id: string }).id, 'evt_1');
+  const [sealed] = await ctx.sql<[{ secretEncrypted: Buffer }]>`select secret_encrypted from webhook_endpoints where id = ${id}`;
+  assert.ok(!sealed.secretEncrypted.toString('latin1').includes(rotated.data!.signing_secret), 'stored sealed, not as written');
 
   const removed = await resend.webhooks.remove(id);
   assert.deepEqual(removed.data, { object: 'webhook', id, deleted: true });
