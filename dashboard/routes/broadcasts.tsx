@@ -175,7 +175,7 @@ export function registerBroadcastRoutes(app: Hono<DashEnv>) {
     const projectId = c.var.project.id;
     const id = urlId(c, 'broadcastId', 'broadcast');
     await requireBroadcast(sql, projectId, id);
-    return progressStream(c, async () => {
+    return progressStream(c, `broadcast:${id}`, async () => {
       const b = await requireBroadcast(sql, projectId, id).catch(() => undefined);
       if (!b) return undefined;
       const counts = await broadcastCounts(sql, b);

@@ -39,7 +39,7 @@ export function registerImportRoutes(app: Hono<DashEnv>) {
     const projectId = c.var.project.id;
     const id = urlId(c, 'importId', 'contactImport');
     if (!(await getImport(sql, projectId, id))) return errorPage(c, 404, 'Not found', 'There is no such import in this project.');
-    return progressStream(c, async () => {
+    return progressStream(c, `import:${id}`, async () => {
       const row = await getImport(sql, projectId, id);
       return row && {
         status: row.status, percent: importPercent(row), done: importDone(row),

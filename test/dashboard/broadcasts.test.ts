@@ -8,6 +8,8 @@ import { createProperty } from '../../src/contacts/properties.ts';
 import { createSegment } from '../../src/segments/service.ts';
 import { createTopic } from '../../src/topics/service.ts';
 import { browser, signIn } from './client.ts';
+import { progressReads } from '../../dashboard/live.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** §23.9: the Broadcasts pages, in process, as the owner. */
 
@@ -83,6 +85,35 @@ test('preview: rendered for a chosen contact in a sandboxed frame under its own 
   assert.equal(badTo.res.status, 422);
   const [still] = await ctx.sql<[{ status: string }]>`select status from broadcasts where id = ${page.split('/').at(-1)!}`;
   assert.equal(still.status, 'draft', 'a test does not send the broadcast');
+});
+
+test('live progress: every viewer of a sending broadcast gets its progress, from one read a second in the process', async () => {
+  const page = await draft();
+  await b.get(page);
+  assert.equal((await b.post(`${page}/send`, { scheduled_at: '' })).res.status, 303);
+  const cookie = [...b.jar].map(([k, v]) => `${k}=${v}`).join('; ');
+  const before = progressReads();
+  const WATCH_MS = 3_000;
+  // Five viewers at once, each following for three seconds; no worker runs, so it stays sending.
+  const seen = await Promise.all(Array.from({ length: 5 }, async () => {
+    const res = await ctx.app.request(`${page}/live`, { headers: { cookie } });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    const until = Date.now() + WATCH_MS;
+    let text = '';
+    for (;;) {
+      const chunk = await Promise.race([reader.read(), sleep(Math.max(0, until - Date.now())).then(() => undefined)]);
+      if (!chunk || chunk.done) break;
+      text += new TextDecoder().decode(chunk.value);
+    }
+    await reader.cancel();
+    return text.split('\n\n').filter((e) => e.startsWith('event: progress')).map((e) => JSON.parse(e.split('data: ')[1]!) as { status: string });
+  }));
+  const reads = progressReads() - before;
+  for (const events of seen) assert.equal(events[0]?.status, 'sending', 'each viewer had the progress at once');
+  // Unshared, five viewers read at least fifteen times in three seconds; shared, about one a second.
+  assert.ok(reads >= 1 && reads <= 4, `reads: ${reads}`);
+  assert.equal((await b.post(`${page}/cancel`)).res.status, 303);
 });
 
 test('schedule in words, cancel back to draft; send now: the bar follows the counts to the end', async () => {
