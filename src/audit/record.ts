@@ -18,6 +18,8 @@ export const AUDIT_ACTIONS = [
   'contact_property.created', 'contact_property.updated', 'contact_property.deleted',
   'segment.created', 'segment.updated', 'segment.deleted',
   'topic.created', 'topic.updated', 'topic.deleted',
+  'contact_import.created',
+  'broadcast.created', 'broadcast.updated', 'broadcast.deleted', 'broadcast.scheduled', 'broadcast.send_started', 'broadcast.canceled',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
@@ -42,6 +44,8 @@ export const AUDIT_FIELDS = {
   contact_property: ['key', 'type', 'fallback_value'],
   segment: ['name'],
   topic: ['name', 'description', 'default_subscription', 'visibility'],
+  contact_import: ['on_conflict', 'segment_ids', 'topic_ids', 'bytes'],
+  broadcast: ['name', 'segment_id', 'topic_id', 'subject', 'fields', 'status', 'scheduled_at', 'duplicate_of'],
 } as const satisfies Record<string, readonly string[]>;
 export type AuditTargetType = keyof typeof AUDIT_FIELDS;
 

@@ -79,13 +79,11 @@ export async function updateBroadcast(sql: Sql | TxSql, projectId: string, id: s
 }
 
 /** Removes a draft or scheduled broadcast and its waiting job; undefined when it is in neither. */
-export async function deleteBroadcast(sql: Sql, projectId: string, id: string) {
-  return sql.begin(async (tx) => {
-    const [row] = await tx<[{ id: string }?]>`
-      delete from broadcasts where id = ${id} and project_id = ${projectId} and status in ('draft', 'scheduled') returning id`;
-    if (row) await tx`select graphile_worker.remove_job(${sendJobKey(id)})`;
-    return row;
-  });
+export async function deleteBroadcast(tx: TxSql, projectId: string, id: string) {
+  const [row] = await tx<[{ id: string }?]>`
+    delete from broadcasts where id = ${id} and project_id = ${projectId} and status in ('draft', 'scheduled') returning id`;
+  if (row) await tx`select graphile_worker.remove_job(${sendJobKey(id)})`;
+  return row;
 }
 
 /** One job per broadcast: a re-enqueue replaces the waiting one. */
@@ -108,42 +106,38 @@ export function broadcastJob(sql: Sql | TxSql, broadcastId: string, projectId: s
  * of this moment, or `scheduled` for `at`, with its job in the same transaction. The job's time
  * is the row's, on the database's clock (§16.9). Undefined when it is not draft or scheduled.
  */
-export async function startBroadcast(sql: Sql, projectId: string, id: string, at: Date | null) {
-  return sql.begin(async (tx) => {
-    const [row] = await tx<[BroadcastRow?]>`
-      update broadcasts set
-        status = case when ${at}::timestamptz > now() then 'scheduled' else 'sending' end,
-        scheduled_at = case when ${at}::timestamptz > now() then ${at}::timestamptz end,
-        snapshot_at = case when ${at}::timestamptz > now() then null else now() end,
-        cursor = null, paged_at = null, canceled_from = null, updated_at = now()
-      where id = ${id} and project_id = ${projectId} and status in ('draft', 'scheduled')
-      returning ${COLUMNS(tx)}`;
-    if (!row) return undefined;
-    await tx`select ${broadcastJob(tx, id, projectId, tx`coalesce(${row.scheduledAt}::timestamptz, now())`)}`;
-    return row;
-  });
+export async function startBroadcast(tx: TxSql, projectId: string, id: string, at: Date | null) {
+  const [row] = await tx<[BroadcastRow?]>`
+    update broadcasts set
+      status = case when ${at}::timestamptz > now() then 'scheduled' else 'sending' end,
+      scheduled_at = case when ${at}::timestamptz > now() then ${at}::timestamptz end,
+      snapshot_at = case when ${at}::timestamptz > now() then null else now() end,
+      cursor = null, paged_at = null, canceled_from = null, updated_at = now()
+    where id = ${id} and project_id = ${projectId} and status in ('draft', 'scheduled')
+    returning ${COLUMNS(tx)}`;
+  if (!row) return undefined;
+  await tx`select ${broadcastJob(tx, id, projectId, tx`coalesce(${row.scheduledAt}::timestamptz, now())`)}`;
+  return row;
 }
 
 /**
  * `cancel`: a scheduled broadcast goes back to draft; a sending one stops, and its emails not yet
  * claimed are canceled (bounded: only a window of them is ever queued). Undefined otherwise.
  */
-export async function cancelBroadcast(sql: Sql, projectId: string, id: string) {
-  return sql.begin(async (tx) => {
-    const [row] = await tx<[BroadcastRow?]>`
-      update broadcasts set
-        status = case when status = 'scheduled' then 'draft' else 'canceled' end,
-        canceled_from = status, scheduled_at = null, updated_at = now()
-      where id = ${id} and project_id = ${projectId} and status in ('scheduled', 'sending')
-      returning ${COLUMNS(tx)}`;
-    if (!row) return undefined;
-    await tx`select graphile_worker.remove_job(${sendJobKey(id)})`;
-    if (row.status === 'canceled') {
-      await tx`update emails set status = 'canceled', updated_at = now()
-        where broadcast_id = ${id} and project_id = ${projectId} and status = 'queued'`;
-    }
-    return row;
-  });
+export async function cancelBroadcast(tx: TxSql, projectId: string, id: string) {
+  const [row] = await tx<[BroadcastRow?]>`
+    update broadcasts set
+      status = case when status = 'scheduled' then 'draft' else 'canceled' end,
+      canceled_from = status, scheduled_at = null, updated_at = now()
+    where id = ${id} and project_id = ${projectId} and status in ('scheduled', 'sending')
+    returning ${COLUMNS(tx)}`;
+  if (!row) return undefined;
+  await tx`select graphile_worker.remove_job(${sendJobKey(id)})`;
+  if (row.status === 'canceled') {
+    await tx`update emails set status = 'canceled', updated_at = now()
+      where broadcast_id = ${id} and project_id = ${projectId} and status = 'queued'`;
+  }
+  return row;
 }
 
 /** A scheduled broadcast that fell due: `sending`, with its recipients fixed as of now. */
@@ -214,7 +208,7 @@ export async function markBroadcastSent(sql: Sql, projectId: string, id: string)
 }
 
 /** A copy as a new draft. */
-export async function duplicateBroadcast(sql: Sql, projectId: string, id: string, newId: string) {
+export async function duplicateBroadcast(sql: Sql | TxSql, projectId: string, id: string, newId: string) {
   const [row] = await sql<[BroadcastRow?]>`
     insert into broadcasts (id, project_id, name, segment_id, topic_id, from_address, reply_to_addresses, subject, preview_text,
       html, text, template_id, template_version)

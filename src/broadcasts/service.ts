@@ -7,6 +7,7 @@ import * as q from './queries.ts';
 import type { BroadcastContent, BroadcastRow } from './queries.ts';
 import { CreateBroadcastRequest, SendBroadcastRequest, UpdateBroadcastRequest } from './schemas.ts';
 import { parseScheduledAt } from './schedule.ts';
+import { recordAudit } from '../audit/record.ts';
 
 /** Broadcasts as every surface (`/v1`, `/resend`) manages them; the routes only translate. */
 
@@ -55,26 +56,47 @@ const parse = <T extends z.ZodType>(schema: T, body: unknown): z.infer<T> => {
   return parsed.data;
 };
 
+/** What a broadcast's audit entry names: where it goes and what it is called, never its content. */
+const audited = (b: BroadcastRow) => ({ name: b.name, segment_id: b.segmentId, topic_id: b.topicId, subject: b.subject });
+/** The fields a request set, by name. */
+const fieldsOf = (input: object) => Object.keys(input).filter((k) => (input as Record<string, unknown>)[k] !== undefined).sort();
+
 export async function createBroadcast(sql: Sql, projectId: string, body: unknown) {
   const content = contentOf(parse(CreateBroadcastRequest, body));
   await checkRefs(sql, projectId, content);
-  return q.insertBroadcast(sql, newId('broadcast'), projectId, content);
+  return sql.begin(async (tx) => {
+    const row = await q.insertBroadcast(tx, newId('broadcast'), projectId, content);
+    await recordAudit(tx, { action: 'broadcast.created', projectId, target: { type: 'broadcast', id: row.id }, changes: audited(row) });
+    return row;
+  });
 }
 
 const notEditable = (b: BroadcastRow) => new ApiError('broadcast_not_editable', `The broadcast is ${b.status}; only a draft or scheduled broadcast can change.`);
 
 export async function updateBroadcast(sql: Sql, projectId: string, id: string, body: unknown) {
   const b = await requireBroadcast(sql, projectId, id);
-  const content = contentOf(parse(UpdateBroadcastRequest, body), b);
+  const input = parse(UpdateBroadcastRequest, body);
+  const content = contentOf(input, b);
   await checkRefs(sql, projectId, content);
-  const row = await q.updateBroadcast(sql, projectId, id, content);
+  const row = await sql.begin(async (tx) => {
+    const updated = await q.updateBroadcast(tx, projectId, id, content);
+    if (updated) {
+      await recordAudit(tx, { action: 'broadcast.updated', projectId, target: { type: 'broadcast', id }, changes: { ...audited(updated), fields: fieldsOf(input) } });
+    }
+    return updated;
+  });
   if (!row) throw notEditable(b);
   return row;
 }
 
 export async function deleteBroadcast(sql: Sql, projectId: string, id: string) {
   const b = await requireBroadcast(sql, projectId, id);
-  if (!await q.deleteBroadcast(sql, projectId, id)) throw notEditable(b);
+  const deleted = await sql.begin(async (tx) => {
+    const row = await q.deleteBroadcast(tx, projectId, id);
+    if (row) await recordAudit(tx, { action: 'broadcast.deleted', projectId, target: { type: 'broadcast', id }, changes: { name: b.name, status: b.status } });
+    return row;
+  });
+  if (!deleted) throw notEditable(b);
   return b;
 }
 
@@ -86,19 +108,38 @@ export async function sendBroadcast(config: Config, sql: Sql, projectId: string,
   if (!config.publicBaseUrl) {
     throw new ValidationError([{ loc: ['body'], msg: 'Broadcasts need PUBLIC_BASE_URL: every copy carries a one-click unsubscribe link under it', type: 'public_base_url_required' }]);
   }
-  const row = await q.startBroadcast(sql, projectId, id, at);
+  const row = await sql.begin(async (tx) => {
+    const started = await q.startBroadcast(tx, projectId, id, at);
+    if (started) {
+      await recordAudit(tx, {
+        action: started.status === 'scheduled' ? 'broadcast.scheduled' : 'broadcast.send_started', projectId, target: { type: 'broadcast', id },
+        changes: { ...audited(started), scheduled_at: started.scheduledAt?.toISOString() },
+      });
+    }
+    return started;
+  });
   if (!row) throw notEditable(b);
   return row;
 }
 
 export async function cancelBroadcast(sql: Sql, projectId: string, id: string) {
   const b = await requireBroadcast(sql, projectId, id);
-  const row = await q.cancelBroadcast(sql, projectId, id);
+  const row = await sql.begin(async (tx) => {
+    const canceled = await q.cancelBroadcast(tx, projectId, id);
+    // `status` is where it went: `draft` for a canceled schedule, `canceled` for a stopped send.
+    if (canceled) await recordAudit(tx, { action: 'broadcast.canceled', projectId, target: { type: 'broadcast', id }, changes: { name: canceled.name, status: canceled.status } });
+    return canceled;
+  });
   if (!row) throw new ApiError('broadcast_not_cancelable', `The broadcast is ${b.status}; only a scheduled or sending broadcast can be canceled.`);
   return row;
 }
 
 export async function duplicateBroadcast(sql: Sql, projectId: string, id: string) {
   await requireBroadcast(sql, projectId, id);
-  return (await q.duplicateBroadcast(sql, projectId, id, newId('broadcast')))!;
+  // A copy is a new broadcast, recorded as made, naming what it copied (as a duplicated template is).
+  return sql.begin(async (tx) => {
+    const row = (await q.duplicateBroadcast(tx, projectId, id, newId('broadcast')))!;
+    await recordAudit(tx, { action: 'broadcast.created', projectId, target: { type: 'broadcast', id: row.id }, changes: { ...audited(row), duplicate_of: id } });
+    return row;
+  });
 }

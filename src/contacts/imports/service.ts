@@ -4,6 +4,7 @@ import type { Sql, TxSql } from '../../platform/db.ts';
 import { newId } from '../../platform/ids.ts';
 import { resolveOptions, type RawFields } from './options.ts';
 import { insertChunk, insertImport } from './queries.ts';
+import { recordAudit } from '../../audit/record.ts';
 
 /** The upload is stored in pieces of this size; the worker reads one at a time. */
 export const CHUNK_BYTES = 1024 * 1024;
@@ -78,7 +79,8 @@ async function storeFile(tx: TxSql, projectId: string, importId: string, file: A
 
 /**
  * Creates an import from a CSV upload: the file, the import's row and its
- * `contacts_import__run` job commit together or not at all. The API and the CLI both come here.
+ * `contacts_import__run` job and its audit entry commit together or not at all. The API, the
+ * dashboard and the CLI all come here.
  */
 export async function createImport(sql: Sql, projectId: string, source: ImportSource, maxBytes: number) {
   const id = newId('contactImport');
@@ -96,6 +98,12 @@ export async function createImport(sql: Sql, projectId: string, source: ImportSo
       bytesTotal: bytes,
       bytesDone: header.bytes,
       linesDone: header.lines,
+    });
+    // One entry for the import, by whoever uploaded it; the contacts it then creates and updates
+    // are the worker's doing for that entry, not an entry each.
+    await recordAudit(tx, {
+      action: 'contact_import.created', projectId, target: { type: 'contact_import', id: row.id },
+      changes: { on_conflict: options.onConflict, segment_ids: options.segmentIds, topic_ids: options.topics.map((t) => t.id), bytes },
     });
     return { id: row.id, createdAt: row.createdAt };
   });
