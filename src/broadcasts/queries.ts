@@ -243,10 +243,8 @@ export async function broadcastCounts(sql: Sql, b: BroadcastRow): Promise<Broadc
     where ev.project_id = ${b.projectId} and ev.email_id >= ${idFloor('email', b.snapshotAt.getTime() - 60_000)}
       and ev.type in ('email.bounced', 'email.complained') and e.broadcast_id = ${b.id}` : [{ bounced: 0, complained: 0 }];
   const [unsub] = await sql<[{ n: number }]>`
-    select count(*)::int as n from broadcast_recipients r join contacts c on c.id = r.contact_id and c.project_id = r.project_id
-    ${b.topicId ? sql`left join contact_topics ct on ct.contact_id = c.id and ct.topic_id = ${b.topicId}` : sql``}
-    where r.broadcast_id = ${b.id} and r.email_id is not null
-      and (c.unsubscribed ${b.topicId ? sql`or ct.subscription = 'opt_out'` : sql``})`;
+    select count(*)::int as n from broadcast_recipients r
+    where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and r.email_id is not null and r.contact_id in (${leftContacts(sql, b)})`;
   return { recipients: b.recipients, suppressed: b.suppressed, ...row, ...rated, unsubscribed: unsub.n };
 }
 
@@ -255,28 +253,71 @@ export type RecipientType = (typeof RECIPIENT_TYPES)[number];
 
 export type RecipientRow = { contactId: string; email: string; emailId: string | null };
 
-/** A page of the broadcast's recipients of one kind, in contact id order. */
+/**
+ * The contacts who have left the broadcast: `unsubscribed`, or opted out of its topic. Read from
+ * the partial index of unsubscribed contacts and the topic's index, so it costs what they number,
+ * not what the broadcast does.
+ */
+function leftContacts(sql: Sql, b: BroadcastRow, after?: string) {
+  return sql`select id from contacts where project_id = ${b.projectId} and unsubscribed ${after ? sql`and id > ${after}` : sql``}
+    ${b.topicId ? sql`union select contact_id from contact_topics
+      where topic_id = ${b.topicId} and subscription = 'opt_out' and project_id = ${b.projectId} ${after ? sql`and contact_id > ${after}` : sql``}` : sql``}`;
+}
+
+/**
+ * The broadcast's emails with an event of `type`: the project's events of that kind since the
+ * broadcast began, from the partial index of bounces and complaints (events are partitioned by
+ * email id, so only those days are read).
+ */
+function emailsWith(sql: Sql, b: BroadcastRow, type: 'email.bounced' | 'email.complained') {
+  return sql`select distinct ev.email_id from events ev where ev.project_id = ${b.projectId} and ev.type = ${type}
+    and ev.email_id >= ${idFloor('email', (b.snapshotAt ?? b.createdAt).getTime() - 60_000)}`;
+}
+
+/**
+ * A page of the broadcast's recipients of one kind, in contact id order. The rare outcomes
+ * (bounced, complained, unsubscribed) are found from their own indexes and then matched to the
+ * recipients, so a million-recipient broadcast with a few bounces reads those few; the common
+ * ones walk the recipients in order and stop at the page's end.
+ */
 export async function listRecipients(sql: Sql, b: BroadcastRow, type: RecipientType, opts: { limit: number; startingAfter?: string }) {
+  const rows = await recipientsPage(sql, b, type, opts);
+  return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
+}
+
+/** The statement of listRecipients: up to `limit + 1` rows, so a caller knows whether more follow. */
+export function recipientsPage(sql: Sql, b: BroadcastRow, type: RecipientType, opts: { limit: number; startingAfter?: string }) {
+  const after = opts.startingAfter;
+  const n = opts.limit + 1;
+  if (type === 'bounced' || type === 'complained' || type === 'unsubscribed') {
+    // Driven from the outcome's rows, each matched to a recipient by one probe. The lateral
+    // subquery (kept apart by `offset 0`) leaves the planner no other way: under the limit it would
+    // rather walk every recipient in contact order, supposing the project's bounces (say) spread
+    // evenly over this broadcast's recipients, and read them all when they are not. Unsubscribed
+    // contacts come in id order from their partial index, so a page stops once it is full.
+    const [rows, match] = type === 'unsubscribed'
+      ? [leftContacts(sql, b, after), sql`r.contact_id = x.id and r.email_id is not null`]
+      : [emailsWith(sql, b, `email.${type}`), sql`r.email_id = x.email_id ${after ? sql`and r.contact_id > ${after}` : sql``}`];
+    return sql<RecipientRow[]>`
+      select r.contact_id, r.email, r.email_id from (${rows}) x
+      cross join lateral (select r.contact_id, r.email, r.email_id from broadcast_recipients r
+        where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and ${match} offset 0) r
+      order by ${type === 'unsubscribed' ? sql`x.id` : sql`r.contact_id`} limit ${n}`;
+  }
   const filter = {
     suppressed: sql`r.skipped = 'suppressed'`,
-    unsubscribed: sql`r.email_id is not null and exists (select 1 from contacts c
-      ${b.topicId ? sql`left join contact_topics ct on ct.contact_id = c.id and ct.topic_id = ${b.topicId}` : sql``}
-      where c.id = r.contact_id and c.project_id = r.project_id and (c.unsubscribed ${b.topicId ? sql`or ct.subscription = 'opt_out'` : sql``}))`,
     sent: sql`e.status = 'sent'`,
     delivered: sql`e.delivered_at is not null`,
     opened: sql`e.opened_at is not null`,
     clicked: sql`e.clicked_at is not null`,
     failed: sql`e.status = 'failed'`,
-    bounced: sql`exists (select 1 from events ev where ev.email_id = e.id and ev.project_id = e.project_id and ev.type = 'email.bounced')`,
-    complained: sql`exists (select 1 from events ev where ev.email_id = e.id and ev.project_id = e.project_id and ev.type = 'email.complained')`,
   }[type];
-  const rows = await sql<RecipientRow[]>`
+  return sql<RecipientRow[]>`
     select r.contact_id, r.email, r.email_id from broadcast_recipients r
-    left join emails e on e.id = r.email_id and e.project_id = r.project_id
+    ${type === 'suppressed' ? sql`` : sql`join emails e on e.id = r.email_id and e.project_id = r.project_id`}
     where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and ${filter}
-      ${opts.startingAfter ? sql`and r.contact_id > ${opts.startingAfter}` : sql``}
-    order by r.contact_id limit ${opts.limit + 1}`;
-  return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
+      ${after ? sql`and r.contact_id > ${after}` : sql``}
+    order by r.contact_id limit ${n}`;
 }
 
 /** The links clicked in the broadcast's emails, with all and unique clicks. */
