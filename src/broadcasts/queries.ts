@@ -30,12 +30,14 @@ export type BroadcastRow = BroadcastContent & {
   cursor: string | null;
   recipients: number;
   suppressed: number;
+  /** The counts retention kept when it began removing the broadcast's emails; null before. */
+  countsKept: BroadcastCounts | null;
   createdAt: Date;
 };
 
 const COLUMNS = (sql: Sql | TxSql) => sql`id, project_id, name, segment_id, topic_id, from_address, reply_to_addresses, subject,
   preview_text, html, text, template_id, template_version, status, scheduled_at, snapshot_at, sent_at, paged_at, canceled_from,
-  cursor, recipients, suppressed, created_at`;
+  cursor, recipients, suppressed, counts_kept, created_at`;
 
 const asRow = (c: BroadcastContent) => ({
   name: c.name, segment_id: c.segmentId, topic_id: c.topicId, from_address: c.fromAddress,
@@ -223,9 +225,11 @@ export type BroadcastCounts = Record<'recipients' | 'suppressed' | 'queued' | 's
 
 /**
  * The counts, in one grouped read over the broadcast's emails (by their broadcast's index) and
- * its recipients' rows; recipients and suppressed are the tallies the pages keep.
+ * its recipients' rows; recipients and suppressed are the tallies the pages keep. Once retention
+ * has kept them on the row (its emails are going), those.
  */
 export async function broadcastCounts(sql: Sql, b: BroadcastRow): Promise<BroadcastCounts> {
+  if (b.countsKept) return b.countsKept;
   const [row] = await sql<[Omit<BroadcastCounts, 'recipients' | 'suppressed' | 'unsubscribed' | 'bounced' | 'complained'>]>`
     select count(*) filter (where status in ('queued', 'sending', 'scheduled'))::int as queued,
       count(*) filter (where status = 'sent')::int as sent,

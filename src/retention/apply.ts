@@ -5,6 +5,7 @@ import {
   removeExpiredEmails, RETENTION_BATCH, retentionCutoffs, withStepLockTimeout,
 } from './queries.ts';
 import { purgeReceivedBodies, removeExpiredReceived } from '../inbound/retention.ts';
+import { keepBroadcastCounts, removeKeptRecipients } from '../broadcasts/retention.ts';
 import { DAY_REMOVAL_WAIT_MS, dropPartitionDay, ensurePartitions, partitionDays, unfinishedDays } from './partitions.ts';
 
 export type RetentionSettings = { retentionDays: number; bodyRetentionDays: number };
@@ -16,6 +17,9 @@ const DROP_RETRIES = 3;
 const DROP_RETRY_PAUSE_MS = 200;
 /** The least a day's removal is given to wait for the transactions before it, even late in a run. */
 const MIN_DAY_REMOVAL_WAIT_MS = 2_000;
+/** Broadcasts whose counts one step keeps (each is a read over its emails), and recipient rows one step removes (small rows, by primary key). */
+const BROADCAST_BATCH = 20;
+const RECIPIENT_BATCH = 5_000;
 /** Of a run's time, what removing days leaves to the body purge and the counters (at most a quarter), whatever a day does. */
 const PURGE_RESERVE_MS = 5_000;
 
@@ -54,14 +58,14 @@ export async function applyRetention(
     return 0;
   };
   /**
-   * Runs `step` until it does less than a batch, adding what each did to `counts`; false, with
-   * `more` set, when time ran out first.
+   * Runs `step` until it does less than a batch (`batch`, RETENTION_BATCH unless given), adding
+   * what each did to `counts`; false, with `more` set, when time ran out first.
    */
-  const inBatches = async (step: () => Promise<number>, counts?: keyof RetentionResult) => {
+  const inBatches = async (step: () => Promise<number>, counts?: keyof RetentionResult, batch = RETENTION_BATCH) => {
     for (;;) {
       const done = await step();
       if (counts) result[counts] += done;
-      if (done < RETENTION_BATCH) return true;
+      if (done < batch) return true;
       if (!timeLeft()) {
         result.more = true;
         return false;
@@ -69,6 +73,11 @@ export async function applyRetention(
     }
   };
   if (!await inBatches(() => withStepLockTimeout(sql, (tx) => failExpiredUnsent(tx, settings.retentionDays)).catch(orLater))) return result;
+  // A finished broadcast's counts are kept on its row a day before its first emails may go, and
+  // its recipients' rows go after (src/broadcasts/retention.ts).
+  const broadcastsBefore = new Date(Date.parse(`${cutoffDay}T00:00:00Z`) + DAY_MS);
+  if (!await inBatches(() => keepBroadcastCounts(sql, broadcastsBefore, BROADCAST_BATCH), undefined, BROADCAST_BATCH)) return result;
+  if (!await inBatches(() => withStepLockTimeout(sql, (tx) => removeKeptRecipients(tx, RECIPIENT_BATCH)).catch(orLater), undefined, RECIPIENT_BATCH)) return result;
 
   // Days a stopped run left half removed first (whatever the settings now), then the expired ones.
   const unfinished = await unfinishedDays(sql);

@@ -1,0 +1,51 @@
+import type { Sql, TxSql } from '../platform/db.ts';
+import { broadcastCounts, getBroadcast } from './queries.ts';
+
+/**
+ * Retention (RETENTION_DAYS) for broadcasts. A broadcast's emails go with their days like any
+ * email; what it knows about its recipients (a row per contact, with the address) goes with them,
+ * and its counts would go too, since most are read from those emails. So a finished broadcast
+ * (`sent` or `canceled`) whose first emails are within a day of being removed has its counts
+ * kept on its row first, read one last time; then its recipients' rows are removed, a step at a
+ * time. The broadcast itself (name, content, segment, topic, times and kept counts) stays, as
+ * templates and domains do.
+ */
+
+/**
+ * Keeps the counts of up to `batch` finished broadcasts that began before `before`, each in its
+ * own statement, oldest first. Returns how many it kept.
+ */
+export async function keepBroadcastCounts(sql: Sql, before: Date, batch: number): Promise<number> {
+  const due = await sql<{ id: string; projectId: string }[]>`
+    select id, project_id from broadcasts
+    where status in ('sent', 'canceled') and counts_kept is null and snapshot_at < ${before}
+    order by snapshot_at limit ${batch}`;
+  for (const { id, projectId } of due) {
+    const b = await getBroadcast(sql, projectId, id);
+    if (!b || b.countsKept) continue;
+    const counts = await broadcastCounts(sql, b);
+    await sql`update broadcasts set counts_kept = ${sql.json(counts)}, updated_at = now()
+      where id = ${id} and project_id = ${projectId} and counts_kept is null`;
+  }
+  return due.length;
+}
+
+/**
+ * Removes up to `batch` recipient rows of broadcasts whose counts are kept, in one statement
+ * (rows another transaction holds are skipped). Returns how many went.
+ */
+export async function removeKeptRecipients(sql: Sql | TxSql, batch: number): Promise<number> {
+  const [row] = await sql<[{ removed: number }]>`
+    with doomed as (
+      select r.broadcast_id, r.contact_id from broadcasts b
+      join broadcast_recipients r on r.broadcast_id = b.id and r.project_id = b.project_id
+      where b.counts_kept is not null
+      limit ${batch}
+      for update of r skip locked),
+    gone as (
+      delete from broadcast_recipients r using doomed d
+      where r.broadcast_id = d.broadcast_id and r.contact_id = d.contact_id
+      returning 1)
+    select count(*)::int as removed from gone`;
+  return row.removed;
+}
