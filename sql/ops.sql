@@ -30,6 +30,8 @@ group by 1, 2;
 -- The hour is also read as an id range (ids begin with their creation time, and the day partitions
 -- are id ranges) starting an hour early: an id is made by the process's clock, created_at by the
 -- database's.
+-- Its 24-hour window's former helper.
+drop function if exists ops.emails_finished_24h();
 create or replace function ops.email_pipeline_rows() returns table (project_id text, status text, emails bigint, oldest_queued_age interval, sent_last_5m bigint, sent_last_60m bigint)
 language plpgsql stable as $fn$
 begin
