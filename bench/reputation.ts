@@ -72,7 +72,7 @@ export async function reputation(ctx: BenchContext): Promise<BenchResult> {
     services.push(api);
     const { url } = await api.logLine('api listening') as { url: string };
     const started = Date.now();
-    await load(sql, s, 0, LARGE);
+    await load(sql, s, 'all');
     const loadS = round((Date.now() - started) / 1000);
     const auth = { authorization: `Bearer ${s.key}` };
     const readP50 = await timeRoute(`${url}/v1/reputation`, auth);

@@ -16,108 +16,97 @@ from graphile_worker.jobs
 group by 1, 2;
 
 -- Every view reads a bounded recent window (stated on each), so it costs the same at a million
--- emails as at ten thousand; within its window every number is exact.
---
--- The views that must read every day partition (a backlog has no age) are each a PL/pgSQL
--- function's one query: PL/pgSQL keeps a query's plan for the session, so a connection plans it
--- over the partitions once, not on every call, and its time bounds (now() - …) prune partitions
--- as it starts.
+-- emails as at ten thousand, and with 98 days kept as with 30; within its window every number is
+-- exact. What is in flight (an unsent email, a pending delivery) has no age: it is read from the
+-- partitions mailroom_inflight_from names (those the worker's minutely sweep found holding it, and
+-- the last hours'), never from every day kept. Each of these views is a PL/pgSQL function whose
+-- statement names those partitions and its time bounds as literals, so PostgreSQL plans only them.
 
--- Window: per project and status, the emails created in the last 24 hours that have finished
--- (sent, failed, canceled), and every email still scheduled, queued or sending whatever its age,
--- so a backlog never hides. sent_last_5m and sent_last_60m count by sent_at, on the sent row.
+-- Window: per project and status, the emails created in the last hour that have finished (sent,
+-- failed, canceled), and every email still scheduled, queued or sending whatever its age, so a
+-- backlog never hides. sent_last_5m and sent_last_60m count by sent_at, on the project's `sent` row
+-- (present, with emails 0, when only older emails were sent in the hour).
 --
--- The 24 hours are also read as an id range (ids begin with their creation time, and the day
--- partitions are id ranges), written into the statement as a literal so that PostgreSQL plans
--- and reads only the last two days' partitions instead of every day kept. The range starts an
--- hour early: an id is made by the process's clock, created_at by the database's.
-create or replace function ops.emails_finished_24h() returns table (project_id text, status text, emails bigint)
-language plpgsql stable as $$
-begin
-  return query execute format($q$
-    select e.project_id, e.status, count(*) from emails e
-    where e.id >= %L and e.created_at > now() - interval '24 hours' and e.status not in ('scheduled', 'queued', 'sending')
-    group by e.project_id, e.status$q$, mailroom_id_floor('email_', now() - interval '25 hours'));
-end
-$$;
-
+-- The hour is also read as an id range (ids begin with their creation time, and the day partitions
+-- are id ranges) starting an hour early: an id is made by the process's clock, created_at by the
+-- database's.
+-- Its 24-hour window's former helper.
+drop function if exists ops.emails_finished_24h();
 create or replace function ops.email_pipeline_rows() returns table (project_id text, status text, emails bigint, oldest_queued_age interval, sent_last_5m bigint, sent_last_60m bigint)
 language plpgsql stable as $fn$
-#variable_conflict use_column
 begin
-  return query
+  return query execute format($q$
     with finished as (
-      select * from ops.emails_finished_24h()),
+      select e.project_id, e.status, count(*) as emails from emails e
+      where e.id >= %L and e.created_at > now() - interval '1 hour' and e.status not in ('scheduled', 'queued', 'sending')
+      group by e.project_id, e.status),
     unfinished as (
-      -- The statuses are constants, so the planner reads them from (project_id, status, id): the
-      -- rows in flight, never the project's history.
-      select p.id as project_id, c.status, c.emails, c.oldest_created_at
-      from projects p
-      cross join lateral (
-        select e.status, count(*) as emails, min(e.created_at) as oldest_created_at
-        from emails e
-        where e.project_id = p.id and e.status in ('scheduled', 'queued', 'sending')
-        group by e.status) c),
+      select e.project_id, e.status, count(*) as emails, min(e.created_at) as oldest_created_at
+      from %s e where e.status in ('scheduled', 'queued', 'sending')
+      group by e.project_id, e.status),
     recently_sent as (
-      select p.id as project_id,
-             (select count(*) from emails e where e.project_id = p.id and e.sent_at > now() - interval '5 minutes') as sent_last_5m,
-             (select count(*) from emails e where e.project_id = p.id and e.sent_at > now() - interval '60 minutes') as sent_last_60m
-      from projects p)
-    select f.project_id, f.status, f.emails,
-           null::interval as oldest_queued_age,
-           case when f.status = 'sent' then r.sent_last_5m else 0 end as sent_last_5m,
-           case when f.status = 'sent' then r.sent_last_60m else 0 end as sent_last_60m
-    from finished f join recently_sent r using (project_id)
+      select e.project_id, 'sent'::text as status,
+             count(*) filter (where e.sent_at > now() - interval '5 minutes') as sent_last_5m, count(*) as sent_last_60m
+      from %s e where e.sent_at > now() - interval '60 minutes'
+      group by e.project_id)
+    select coalesce(f.project_id, r.project_id), coalesce(f.status, r.status), coalesce(f.emails, 0),
+           null::interval, coalesce(r.sent_last_5m, 0), coalesce(r.sent_last_60m, 0)
+    from finished f full join recently_sent r on r.project_id = f.project_id and r.status = f.status
     union all
     select u.project_id, u.status, u.emails,
            case when u.status = 'queued' then now() - u.oldest_created_at end,
            0::bigint, 0::bigint
-    from unfinished u;
+    from unfinished u$q$,
+    mailroom_id_floor('email_', now() - interval '2 hours'),
+    mailroom_inflight_from('emails', 'project_id, status, created_at', interval '0'),
+    mailroom_inflight_from('emails', 'project_id, sent_at', interval '60 minutes'));
+exception when undefined_table then
+  -- A day named was removed since it was listed: nothing of it was in flight. Read again.
+  return query select * from ops.email_pipeline_rows();
 end
 $fn$;
 create or replace view ops.email_pipeline as select * from ops.email_pipeline_rows();
 
--- Window: deliveries created in the last 24 hours (by id, which is time-ordered) for the success
--- rate and the last error; pending deliveries whatever their age. Deliveries are partitioned by
--- their email's id, and an event (a click, a late bounce) may come for an email of any day kept,
--- so every day's partition is read; each is read once for all endpoints and both figures, as one
--- range of its primary key (id, email_id), and its pending ones once through their partial index.
--- (Read per endpoint, through (project_id, endpoint_id, id), each partition was visited twice for
--- each endpoint: the cost grew with endpoints times days kept.)
+-- Window: deliveries settled (delivered or failed) in the current hour and the 23 before it, from
+-- each endpoint's hourly counters, for the success rate; the endpoint's last error if it came in
+-- the last 24 hours (a failed or retried attempt); pending deliveries whatever their age, read from
+-- the partitions that may hold them (mailroom_inflight_from).
 create or replace function ops.webhook_health_rows() returns table (project_id text, endpoint_id text, url text, status text, consecutive_failures integer, pending_deliveries bigint, success_rate_24h_pct numeric, last_error text)
 language plpgsql stable as $fn$
-#variable_conflict use_column
 begin
-  return query
+  return query execute format($q$
     with recent as (
-      select d.project_id, d.endpoint_id,
-             count(*) filter (where d.status = 'delivered') as delivered,
-             count(*) filter (where d.status <> 'pending') as settled,
-             (array_agg(d.error order by d.id desc) filter (where d.error is not null))[1] as last_error
-      from webhook_deliveries d
-      where d.id >= mailroom_id_floor('whd_', now() - interval '24 hours')
-      group by d.project_id, d.endpoint_id),
+      select c.endpoint_id,
+             sum(c.n) filter (where c.metric = 'delivered') as delivered,
+             sum(c.n) as settled
+      from webhook_endpoint_counts c
+      where c.hour >= date_trunc('hour', now()) - interval '23 hours'
+      group by c.endpoint_id),
     pending as (
-      select endpoint_id, count(*) as n from webhook_deliveries where status = 'pending' group by endpoint_id)
+      select d.endpoint_id, count(*) as n from %s d where d.status = 'pending' group by d.endpoint_id)
     select e.project_id,
-           e.id as endpoint_id,
+           e.id,
            e.url,
            e.status,
            e.consecutive_failures,
-           coalesce(p.n, 0) as pending_deliveries,
-           round(100.0 * r.delivered / nullif(r.settled, 0), 1) as success_rate_24h_pct,
-           r.last_error
+           coalesce(p.n, 0),
+           round(100.0 * coalesce(r.delivered, 0) / nullif(r.settled, 0), 1),
+           case when e.last_error_at > now() - interval '24 hours' then e.last_error end
     from webhook_endpoints e
-    left join recent r on r.project_id = e.project_id and r.endpoint_id = e.id
-    left join pending p on p.endpoint_id = e.id;
+    left join recent r on r.endpoint_id = e.id
+    left join pending p on p.endpoint_id = e.id$q$,
+    mailroom_inflight_from('webhook_deliveries', 'endpoint_id, status', interval '0'));
+exception when undefined_table then
+  return query select * from ops.webhook_health_rows();
 end
 $fn$;
 create or replace view ops.webhook_health as select * from ops.webhook_health_rows();
 
 -- Window: what is in flight now (emails sending, deliveries pending), never history.
 -- A row is listed once it has been in flight for 5 minutes, so it was there for the worker's
--- sweep of the last 4 minutes (mailroom_sweep_inflight): only the partitions that sweep found are
--- read, whatever the days kept. Without a recent sweep (no worker running), every partition is.
+-- sweep of the last 4 minutes (mailroom_sweep_inflight): only the partitions sweeps found holding
+-- work in flight in the last hour are read, whatever the days kept. Without a recent sweep (no
+-- worker running), every partition is.
 create or replace function ops.stuck_rows() returns table (kind text, project_id text, id text, status text, age interval)
 language plpgsql stable as $fn$
 #variable_conflict use_column

@@ -58,7 +58,7 @@ const pageFetch = (sql: Sql, limit: number) => sql.unsafe(limit < 26 ? '26' : '1
  * walks the tag's entries in email_tags in page order, so a rare tag reads the page's rows, not
  * the project; a recipient filter (`to`: a bare, lower-cased address) walks email_recipients the
  * same way, any tag then checked per email. The page is read window by window back in time
- * (pageWindows).
+ * (pageWindows); a recipient's, day by day over the days it was sent to (recipientWindows).
  */
 export async function listEmails(
   sql: Sql,
@@ -76,7 +76,8 @@ export async function listEmails(
   // makes five before it tries the generic one, per connection, each day (the bounds move daily).
   await sql.begin('read only', async (tx) => {
     await tx`set local plan_cache_mode = force_generic_plan`;
-    for (const window of pageWindows(idClockNow())) {
+    const windows = opts.to ? await recipientWindows(tx, projectId, opts.to) : pageWindows(idClockNow());
+    for (const window of windows) {
       if (opts.startingAfter && window.low !== null && window.low >= opts.startingAfter) continue;
       const range = (column: ReturnType<Sql>) => sql`
         ${window.low === null ? sql`` : sql`and ${column} >= ${sql.unsafe(`'${window.low}'`)}`}
@@ -144,6 +145,29 @@ function pageWindows(now: number): Array<{ low: string | null; high: string | nu
   // Made of the prefix and Crockford base32 only: safe as literals.
   const bounds = WINDOW_DAYS.map((days) => idFloor('email', today - days * 86_400_000));
   return [...bounds, null].map((low, i) => ({ low, high: i === 0 ? null : bounds[i - 1]! }));
+}
+
+/**
+ * The id ranges a recipient's page reads, newest first: one for each day the project sent to the
+ * address (recipient_days), so an address costs the days it was sent to, never a look into each
+ * day kept, and an address on no email costs one lookup. The day '-infinity' (a migrated
+ * database's `_before` partition) reads everything older than the oldest day listed.
+ */
+async function recipientWindows(tx: TxSql, projectId: string, address: string): Promise<Array<{ low: string | null; high: string | null }>> {
+  const days = await tx<{ day: string }[]>`
+    select case when day = '-infinity' then null else to_char(day, 'YYYY-MM-DD') end as day
+    from recipient_days where project_id = ${projectId} and address = ${address}
+    order by day desc`;
+  const windows: Array<{ low: string | null; high: string | null }> = [];
+  for (const { day } of days) {
+    if (day === null) {
+      windows.push({ low: null, high: windows.at(-1)?.low ?? null });
+    } else {
+      const start = Date.parse(`${day}T00:00:00Z`);
+      windows.push({ low: idFloor('email', start), high: idFloor('email', start + 86_400_000) });
+    }
+  }
+  return windows;
 }
 
 /** A new email; with `scheduledAt` in the future it waits as `scheduled`, else it is `queued`. */
@@ -268,6 +292,14 @@ export async function insertQueuedEmails(tx: Sql | TxSql, emails: NewEmail[]) {
       insert into email_recipients (project_id, address, email_id)
       select i.project_id, mailroom_bare_address(a), i.id
       from inserted i cross join lateral unnest(i.to_addresses || i.cc_addresses || i.bcc_addresses) a
+      on conflict do nothing
+      returning project_id, address, mailroom_partition_day(tableoid::regclass::text) as day
+    ),
+    addressed_days as (
+      -- Read first, so that only a day's first email to the address writes (and waits on) its row.
+      insert into recipient_days (project_id, address, day)
+      select distinct a.project_id, a.address, a.day from addressed a
+      where not exists (select 1 from recipient_days d where d.project_id = a.project_id and d.address = a.address and d.day = a.day)
       on conflict do nothing
     )
     select count(*) from graphile_worker.add_jobs(array(

@@ -1,7 +1,7 @@
 import type { PendingQuery, Row } from 'postgres';
 import type { Sql, TxSql } from '../platform/db.ts';
 import { ID_PREFIX, newId } from '../platform/ids.ts';
-import { FLUSH_KEY_PREFIX, FLUSH_MAX_ATTEMPTS } from '../webhooks/queries.ts';
+import { FLUSH_KEY_PREFIX, FLUSH_MAX_ATTEMPTS, markInflight } from '../webhooks/queries.ts';
 
 export const EVENT_TYPES = [
   'email.sent',
@@ -108,8 +108,11 @@ export function newDeliveries(sql: Sql | TxSql) {
       from new_events ev
       join webhook_endpoints w on w.project_id = ev.project_id and w.status = 'active'
         and (w.event_types is null or ev.type = any(w.event_types))
-      returning id, project_id, endpoint_id)`;
+      returning id, project_id, endpoint_id, email_id, tableoid::regclass::text as partition),
+    ${markInflight(sql, sql`new_deliveries`)}`;
 }
+
+
 
 /**
  * A `webhook__flush` job for each endpoint `new_deliveries` went to, as a select expression.

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sql } from '../platform/db.ts';
 import {
-  dayInFlight, emailPartitions, isLockTimeout, failExpiredUnsent, foldDailyCounts, pruneSubmittedMessageIds, purgePartitionBodies,
+  dayInFlight, emailPartitions, isLockTimeout, failExpiredUnsent, foldDailyCounts, foldEndpointCounts, pruneRecipientDays, pruneSubmittedMessageIds, purgePartitionBodies,
   removeExpiredEmails, RETENTION_BATCH, retentionCutoffs, withStepLockTimeout,
 } from './queries.ts';
 import { purgeReceivedBodies, removeExpiredReceived } from '../inbound/retention.ts';
@@ -124,5 +124,8 @@ export async function applyRetention(
   }
   await withStepLockTimeout(sql, (tx) => pruneSubmittedMessageIds(tx)).catch(orLater);
   await withStepLockTimeout(sql, (tx) => foldDailyCounts(tx, result.emails_removed > 0)).catch(orLater);
+  await withStepLockTimeout(sql, (tx) => foldEndpointCounts(tx)).catch(orLater);
+  // The days removed leave the recipient lookup too, a batch a run.
+  await withStepLockTimeout(sql, (tx) => pruneRecipientDays(tx)).catch(orLater);
   return result;
 }

@@ -184,3 +184,39 @@ export async function foldDailyCounts(sql: Sql | TxSql, afterRemoval: boolean): 
     delete from project_daily_counts
     where day < (now() at time zone 'UTC')::date - 1 and shard = 0 and n = 0`;
 }
+
+/**
+ * Folds the webhook endpoints' counter rows of finished hours into shard 0, and drops the hours
+ * past two days (ops.webhook_health reads 24): at most a few rows per endpoint and hour.
+ */
+export async function foldEndpointCounts(sql: Sql | TxSql): Promise<void> {
+  await sql`
+    with moved as (
+      delete from webhook_endpoint_counts
+      where hour < date_trunc('hour', now()) and shard <> 0
+      returning endpoint_id, project_id, hour, metric, n),
+    folded as (
+      insert into webhook_endpoint_counts as c (endpoint_id, project_id, hour, metric, shard, n)
+      select endpoint_id, project_id, hour, metric, 0, sum(n) from moved group by 1, 2, 3, 4
+      order by 1, 3, 4
+      on conflict (endpoint_id, hour, metric, shard) do update set n = c.n + excluded.n)
+    select 1`;
+  await sql`delete from webhook_endpoint_counts where hour < now() - interval '2 days'`;
+}
+
+/**
+ * Removes up to 10,000 recipient days (recipient_days) older than the oldest day partition of
+ * email_recipients still attached: their days were removed. One batch a run, so removing a month
+ * costs no more than a day; until it goes, such a row only makes a recipient's page look into a
+ * day that reads nothing. A migrated database's `_before` partition keeps every one while it lasts.
+ * Returns how many it removed.
+ */
+export async function pruneRecipientDays(sql: Sql | TxSql): Promise<number> {
+  const rows = await sql`
+    delete from recipient_days where ctid = any(array(
+      select ctid from recipient_days
+      where day < (select min(mailroom_partition_day(inhrelid::regclass::text)) from pg_inherits
+                   where inhparent = 'email_recipients'::regclass and not inhdetachpending)
+      limit 10000))`;
+  return rows.count;
+}

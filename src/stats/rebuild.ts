@@ -1,14 +1,16 @@
 import type { PendingQuery, Row } from 'postgres';
-import type { ReservedSql, Sql } from '../platform/db.ts';
+import type { ReservedSql, Sql, TxSql } from '../platform/db.ts';
 import { REMOVAL_LOCK } from '../retention/partitions.ts';
 
 type Delta = { projectId: string; day: string; metric: string; n: number };
 type ReputationDelta = { projectId: string; accountId: string | number; hour: Date; metric: string; n: number };
+type EndpointDelta = { endpointId: string; projectId: string; hour: Date; metric: string; n: number };
 
 /**
  * Recomputes every number kept only to make reads fast from the rows it summarises: the daily
  * event counters per project (from events), the hourly reputation counters (from events and
- * their emails), the tag entries the tag filter reads (from each email's tags) and the recipient
+ * their emails), the webhook endpoints' hourly outcome counters of the last two days and last
+ * errors (from the deliveries), the tag entries the tag filter reads (from each email's tags) and the recipient
  * entries the `to` filter reads (from each email's to, cc and bcc). Returns how many derived rows
  * it found.
  *
@@ -20,7 +22,7 @@ type ReputationDelta = { projectId: string; accountId: string | number; hour: Da
  * day detached and not dropped yet are counted, since retention takes them off when it drops it.
  */
 export async function rebuildStats(sql: Sql): Promise<number> {
-  const { daily, reputation, found } = await readDifferences(sql);
+  const { daily, reputation, endpoints, found } = await readDifferences(sql);
   await sql.begin(async (tx) => {
     if (daily.length) {
       await tx`
@@ -38,6 +40,22 @@ export async function rebuildStats(sql: Sql): Promise<number> {
         order by 1, 2, 3, 4
         on conflict (project_id, account_id, hour, metric, shard) do update set n = c.n + excluded.n`;
     }
+    if (endpoints.length) {
+      await tx`
+        insert into webhook_endpoint_counts as c (endpoint_id, project_id, hour, metric, shard, n)
+        select d.endpoint_id, d.project_id, d.hour, d.metric, pg_backend_pid(), d.n
+        from jsonb_to_recordset(${tx.json(endpoints.map((d) => ({ endpoint_id: d.endpointId, project_id: d.projectId, hour: d.hour, metric: d.metric, n: d.n })))}) as d(endpoint_id text, project_id text, hour timestamptz, metric text, n bigint)
+        order by 1, 3, 4
+        on conflict (endpoint_id, hour, metric, shard) do update set n = c.n + excluded.n`;
+    }
+    await tx`delete from webhook_endpoint_counts where hour < ${ENDPOINT_HOURS_FROM(tx)}`;
+    // Each endpoint's last error, from its newest failed or retried attempt of the last 24 hours.
+    await tx`
+      update webhook_endpoints w set last_error = d.error, last_error_at = d.at
+      from (select distinct on (endpoint_id) endpoint_id, error, last_attempt_at as at from webhook_deliveries
+            where error is not null and last_attempt_at > now() - interval '24 hours'
+            order by endpoint_id, last_attempt_at desc) d
+      where w.id = d.endpoint_id and (w.last_error_at is null or w.last_error_at < d.at)`;
     // Hours past the 31 days the reputation windows read are no longer kept, as before.
     await tx`delete from reputation_counts where hour <= now() - interval '31 days'`;
   });
@@ -80,7 +98,17 @@ async function readDifferences(sql: Sql) {
           from truth t full join kept k on k.project_id = t.project_id and k.account_id = t.account_id and k.hour = t.hour and k.metric = t.metric
           where coalesce(t.n, 0) <> coalesce(k.n, 0)`;
         const [rep] = await conn<[{ n: number }]>`select count(*)::int as n from (${reputationTruth(conn)}) r`;
-        return { daily: [...daily], reputation: [...reputation], found: truth.n + rep.n };
+        const endpoints = await conn<EndpointDelta[]>`
+          with truth as (${endpointTruth(conn)}),
+          kept as (
+            select endpoint_id, project_id, hour, metric, sum(n)::bigint as n from webhook_endpoint_counts
+            where hour >= ${ENDPOINT_HOURS_FROM(conn)} group by 1, 2, 3, 4)
+          select coalesce(t.endpoint_id, k.endpoint_id) as endpoint_id, coalesce(t.project_id, k.project_id) as project_id,
+            coalesce(t.hour, k.hour) as hour, coalesce(t.metric, k.metric) as metric, (coalesce(t.n, 0) - coalesce(k.n, 0))::float8 as n
+          from truth t full join kept k on k.endpoint_id = t.endpoint_id and k.hour = t.hour and k.metric = t.metric
+          where coalesce(t.n, 0) <> coalesce(k.n, 0)`;
+        const [ends] = await conn<[{ n: number }]>`select count(*)::int as n from (${endpointTruth(conn)}) r`;
+        return { daily: [...daily], reputation: [...reputation], endpoints: [...endpoints], found: truth.n + rep.n + ends.n };
       } finally {
         await conn`commit`.catch(() => {});
       }
@@ -143,8 +171,24 @@ function reputationTruth(conn: ReservedSql) {
     group by 1, 2, 3, 4`;
 }
 
+/** The first hour of the webhook endpoints' counters kept: two days (ops.webhook_health reads 24 hours). */
+const ENDPOINT_HOURS_FROM = (sql: Sql | TxSql | ReservedSql) =>
+  sql`date_trunc('hour', now()) - interval '47 hours'`;
+
 /**
- * The tag and recipient entries, made to match the emails row by row: no table lock, so an accept
+ * Each endpoint's settled deliveries by hour of their last attempt (or, settled without one, of
+ * their making) over the hours kept, as the settling statement counts them (webhooks/attempt.ts).
+ */
+function endpointTruth(conn: ReservedSql) {
+  return conn`
+    select endpoint_id, project_id, date_trunc('hour', coalesce(last_attempt_at, created_at)) as hour, status as metric, count(*)::bigint as n
+    from webhook_deliveries
+    where status in ('delivered', 'failed') and coalesce(last_attempt_at, created_at) >= ${ENDPOINT_HOURS_FROM(conn)}
+    group by 1, 2, 3, 4`;
+}
+
+/**
+ * The tag and recipient entries (and the recipients' days), made to match the emails row by row: no table lock, so an accept
  * writing its own entries meanwhile never waits; it commits its email and entries together, so
  * each statement sees both or neither.
  */
@@ -171,6 +215,16 @@ async function rebuildEntries(sql: Sql): Promise<number> {
     insert into email_recipients (project_id, address, email_id)
     select e.project_id, mailroom_bare_address(a), e.id
     from emails e cross join lateral unnest(e.to_addresses || e.cc_addresses || e.bcc_addresses) a
+    on conflict do nothing`;
+  // The days each address was sent to, from the entries' partitions.
+  await sql`
+    with truth as (
+      select distinct project_id, address, mailroom_partition_day(tableoid::regclass::text) as day from email_recipients)
+    delete from recipient_days d
+    where not exists (select 1 from truth t where t.project_id = d.project_id and t.address = d.address and t.day = d.day)`;
+  await sql`
+    insert into recipient_days (project_id, address, day)
+    select distinct project_id, address, mailroom_partition_day(tableoid::regclass::text) from email_recipients
     on conflict do nothing`;
   const [kept] = await sql<[{ n: number }]>`select (select count(*) from email_tags)::int + (select count(*) from email_recipients)::int as n`;
   return kept.n;

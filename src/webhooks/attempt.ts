@@ -84,9 +84,41 @@ function followUp(sql: Sql | TxSql, a: Attempt, outcome: Outcome, attempted: boo
       consecutive_failures = w.consecutive_failures + 1,
       status = case when w.status = 'active' and w.consecutive_failures + 1 >= ${AUTO_DISABLE_AFTER}
                     then 'disabled_after_failures' else w.status end,
+      last_error = ${outcome.error}, last_error_at = now(),
       updated_at = now()
     from settled where w.id = settled.endpoint_id and w.project_id = ${a.projectId}
     returning w.status as endpoint_status`;
+}
+
+/**
+ * The CTEs that go with a settled delivery before its follow-up: a final outcome adds to its
+ * endpoint's hourly counters (ops.webhook_health), and a retry's error becomes the endpoint's last
+ * error (a failure's is set by the follow-up's own update of the endpoint).
+ */
+function noteOutcome(sql: Sql | TxSql, a: Attempt, outcome: Outcome, attempted: boolean) {
+  if (outcome.status === 'pending') {
+    return attempted
+      ? sql`, noted as (
+          update webhook_endpoints w set last_error = ${outcome.error}, last_error_at = now()
+          from settled where w.id = settled.endpoint_id and w.project_id = ${a.projectId} returning 1)`
+      : sql``;
+  }
+  return sql`, counted as (${countSettled(sql, outcome.status)})`;
+}
+
+/**
+ * Adds the deliveries a CTE named `settled` (`endpoint_id, project_id, last_attempt_at,
+ * created_at`) settled to their endpoints' hourly counters, in the hour of the last attempt (or,
+ * settled without one, of the delivery's making), as `stats rebuild` counts them. Sharded by
+ * connection as countEvents does, so settles never wait on one another's counter row.
+ */
+function countSettled(sql: Sql | TxSql, metric: 'delivered' | 'failed') {
+  return sql`
+    insert into webhook_endpoint_counts as c (endpoint_id, project_id, hour, metric, shard, n)
+    select endpoint_id, project_id, date_trunc('hour', coalesce(last_attempt_at, created_at)), ${metric}, pg_backend_pid(), count(*)
+    from settled group by 1, 2, 3
+    order by 1, 3
+    on conflict (endpoint_id, hour, metric, shard) do update set n = c.n + excluded.n`;
 }
 
 /**
@@ -111,7 +143,8 @@ function settleStatement(sql: Sql | TxSql, a: Attempt, outcome: Outcome, answere
         leased_until = null
         ${attempt}
       where id = ${a.id} and email_id = ${a.emailId} and project_id = ${a.projectId} and status = 'pending' and attempt_count = ${a.attemptCount}
-      returning endpoint_id)
+      returning endpoint_id, project_id, last_attempt_at, created_at)
+    ${noteOutcome(sql, a, outcome, answered !== null)}
     ${followUp(sql, a, outcome, answered !== null)}`;
 }
 
@@ -141,7 +174,8 @@ async function settleDelivered(sql: Sql, items: Delivered[]): Promise<(string | 
       where d.id = any(${answers.map((x) => x.id)}::text[]) and d.email_id = any(${answers.map((x) => x.email_id)}::text[])
         and d.id = a.id and d.email_id = a.email_id and d.project_id = a.project_id
         and d.status = 'pending' and d.attempt_count = a.attempt_count
-      returning d.id, d.endpoint_id, d.project_id),
+      returning d.id, d.endpoint_id, d.project_id, d.last_attempt_at, d.created_at),
+    counted as (${countSettled(sql, 'delivered')}),
     reset as (
       update webhook_endpoints w set consecutive_failures = 0, updated_at = now()
       from (select distinct endpoint_id, project_id from settled) s

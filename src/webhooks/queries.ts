@@ -1,6 +1,6 @@
 import type { PendingQuery, Row } from 'postgres';
 import type { Sql, TxSql } from '../platform/db.ts';
-import { newId } from '../platform/ids.ts';
+import { ID_PREFIX, newId } from '../platform/ids.ts';
 import type { DeliveryRow, EndpointRow } from './schemas.ts';
 
 const ENDPOINT_COLUMNS = (sql: Sql | TxSql) => sql`id, project_id, url, status, consecutive_failures, event_types, created_at`;
@@ -148,16 +148,36 @@ export function flushJob(sql: Sql | TxSql, endpointId: string, projectId: string
 }
 
 /**
+ * The `inflight_marked` CTE: the partitions of pending deliveries `source` made (`email_id,
+ * partition`) for emails older than the hours mailroom_inflight_from always reads (an open, a click
+ * or a late bounce of an older email, a redelivery), recorded at once so that no read of what is
+ * in flight misses them until the next sweep. A partition is refreshed at most every 30 minutes,
+ * so concurrent events seldom share its row's lock.
+ */
+export function markInflight(sql: Sql | TxSql, source: PendingQuery<Row[]>) {
+  return sql`inflight_marked as (
+      insert into inflight_partitions (partition, found_at)
+      select distinct d.partition, now() from ${source} d
+      where d.email_id < mailroom_id_floor(${ID_PREFIX.email}, now() - interval '3 hours')
+        and not exists (select 1 from inflight_partitions f where f.partition = d.partition and f.found_at > now() - interval '30 minutes')
+      on conflict (partition) do update set found_at = excluded.found_at)`;
+}
+
+/**
  * A new pending delivery of the same event to the same endpoint, with its endpoint's flush, in one
  * transaction. Undefined when the delivery is not the endpoint's (or not the project's).
  */
 export async function insertRedelivery(sql: Sql, projectId: string, endpointId: string, deliveryId: string) {
   return sql.begin(async (tx) => {
     const [row] = await tx<[DeliveryRow?]>`
-      insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, next_attempt_at, redelivery_of)
-      select ${newId('delivery')}, project_id, endpoint_id, event_id, email_id, now(), id from webhook_deliveries
-      where id = ${deliveryId} and endpoint_id = ${endpointId} and project_id = ${projectId}
-      returning id, event_id, status, attempt_count, created_at, last_attempt_at, next_attempt_at, response_status, error`;
+      with made as (
+        insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, next_attempt_at, redelivery_of)
+        select ${newId('delivery')}, project_id, endpoint_id, event_id, email_id, now(), id from webhook_deliveries
+        where id = ${deliveryId} and endpoint_id = ${endpointId} and project_id = ${projectId}
+        returning id, event_id, status, attempt_count, created_at, last_attempt_at, next_attempt_at, response_status, error,
+                  email_id, tableoid::regclass::text as partition),
+      ${markInflight(tx, tx`made`)}
+      select id, event_id, status, attempt_count, created_at, last_attempt_at, next_attempt_at, response_status, error from made`;
     if (row) await tx`select ${flushJob(tx, endpointId, projectId)}`;
     return row;
   });

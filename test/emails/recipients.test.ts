@@ -87,6 +87,11 @@ test('retention and stats rebuild keep the recipient entries equal to the emails
   await applyRetention(ctx.sql, { retentionDays: 90, bodyRetentionDays: 30 });
   assert.deepEqual((await list(t.key, 'to=old@example.net')).data, []);
   await assertDerivedMatchBaseRows(ctx.sql, 'after retention');
+  // The day the removed email's address was listed on goes at the next rebuild.
+  const days = async () => (await ctx.sql`select address from recipient_days where project_id = ${t.projectId} order by 1`).map((r) => r.address);
+  assert.deepEqual(await days(), ['cc@example.net', 'old@example.net']);
+  await rebuildStats(ctx.sql);
+  assert.deepEqual(await days(), []);
 });
 
 test('dashboard: the Emails page has a recipient search box that finds the same emails', async () => {

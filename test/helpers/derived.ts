@@ -4,7 +4,8 @@ import type { Sql } from '../../src/platform/db.ts';
 /**
  * Every derived number against a direct count of the rows it summarises: the daily counters per
  * project, day and event type against events, the tag entries against each email's tags, and the
- * recipient entries against each email's to, cc and bcc.
+ * recipient entries against each email's to, cc and bcc, and the days each address was sent to
+ * against the recipient entries' day partitions (which they must cover).
  */
 export async function assertDerivedMatchBaseRows(sql: Sql, what: string) {
   const counted = await sql<{ key: string; n: number }[]>`
@@ -24,4 +25,12 @@ export async function assertDerivedMatchBaseRows(sql: Sql, what: string) {
     select distinct e.project_id || ' ' || mailroom_bare_address(a) || ' ' || e.id as key
     from emails e cross join lateral unnest(e.to_addresses || e.cc_addresses || e.bcc_addresses) a order by 1`;
   assert.deepEqual(recipients.map((r) => r.key), addressed.map((r) => r.key), `${what}: email_recipients = to, cc and bcc`);
+  const days = await sql<{ key: string }[]>`select project_id || ' ' || address || ' ' || day as key from recipient_days order by 1`;
+  const entryDays = await sql<{ key: string }[]>`
+    select distinct project_id || ' ' || address || ' ' || mailroom_partition_day(tableoid::regclass::text) as key from email_recipients order by 1`;
+  // Every entry's day is listed (or a search would miss it). A day may stay listed after retention
+  // removed its entries row by row: it only makes a page look into a day that reads nothing, and
+  // goes with its day, or at the next rebuild.
+  const listed = new Set(days.map((r) => r.key));
+  assert.deepEqual(entryDays.map((r) => r.key).filter((k) => !listed.has(k)), [], `${what}: recipient_days holds the days of email_recipients`);
 }

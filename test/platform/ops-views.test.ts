@@ -5,6 +5,9 @@ import { ulid } from 'ulid';
 import { ID_PREFIX, newId } from '../../src/platform/ids.ts';
 import { ensurePartitions } from '../../src/retention/partitions.ts';
 import { sweepInflight } from '../../src/retention/inflight.task.ts';
+import { rebuildStats } from '../../src/stats/rebuild.ts';
+import { inFlightCounts } from '../../src/projects/activity.ts';
+import { recordEvent } from '../../src/events/record.ts';
 
 const ctx = await createTestContext();
 const t = await ctx.tenant('ops');
@@ -80,12 +83,16 @@ test('ops.stuck reads the partitions the last sweep found, or every partition wh
   await sql`update inflight_sweep set swept_at = now() - interval '5 minutes'`;
   assert.deepEqual(await listed(), [swept, unswept].sort());
 
-  // Settled work leaves the next sweep's partitions.
+  // Settled work leaves the swept partitions once no sweep has found it for 65 minutes (a read of
+  // the last hour's sends still looks there until then).
   await sql`update emails set status = 'sent' where project_id = ${p.projectId}`;
   await sweepInflight(sql);
-  const [{ left }] = await sql<[{ left: number }]>`select count(*)::int as left from inflight_partitions where partition = ${`emails_p${oldDay}`}`;
-  assert.equal(left, 0);
+  const left = async () => (await sql<[{ n: number }]>`select count(*)::int as n from inflight_partitions where partition = ${`emails_p${oldDay}`}`)[0].n;
+  assert.equal(await left(), 1);
   assert.deepEqual(await listed(), []);
+  await sql`update inflight_partitions set found_at = found_at - interval '66 minutes' where partition = ${`emails_p${oldDay}`}`;
+  await sweepInflight(sql);
+  assert.equal(await left(), 0);
 });
 
 test('ops.queue shows jobs by task and state; ops.domains shows check age', async () => {
@@ -109,12 +116,14 @@ test('ops.webhook_health: each endpoint its own 24-hour success rate and newest 
   const [a, b, c] = [await endpoint(t.projectId), await endpoint(t.projectId), await endpoint(other.projectId)];
   const oldEmail = await email('sent', { createdAgo: '20 days' });
   const newEmail = await email('sent');
-  // A delivery's id is its time: `ago` back from now.
+  // Rows loaded by hand, as a restored backup's: `stats rebuild` derives the endpoints' counters
+  // and last errors from them. A delivery's last attempt was `ago` back from now.
   const delivery = async (endpointId: string, projectId: string, emailId: string, status: string, error: string | null, ago: number) => {
     const evt = newId('event');
     await sql`insert into events (id, project_id, email_id, type) values (${evt}, ${projectId}, ${emailId}, 'email.delivered')`;
-    await sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, status, error)
-      values (${ID_PREFIX.delivery + ulid(Date.now() - ago)}, ${projectId}, ${endpointId}, ${evt}, ${emailId}, ${status}, ${error})`;
+    await sql`insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id, status, error, last_attempt_at, created_at)
+      values (${ID_PREFIX.delivery + ulid(Date.now() - ago)}, ${projectId}, ${endpointId}, ${evt}, ${emailId}, ${status}, ${error},
+              ${status === 'pending' ? null : new Date(Date.now() - ago)}, ${new Date(Date.now() - ago)})`;
   };
   const HOUR = 3_600_000;
   await delivery(a, t.projectId, newEmail, 'delivered', null, 3 * HOUR);
@@ -123,8 +132,55 @@ test('ops.webhook_health: each endpoint its own 24-hour success rate and newest 
   await delivery(a, t.projectId, newEmail, 'failed', 'HTTP 503 past the window', 30 * HOUR);
   await delivery(a, t.projectId, newEmail, 'pending', null, 0);
   await delivery(b, t.projectId, newEmail, 'delivered', null, HOUR);
-  const rows = await sql`select endpoint_id, success_rate_24h_pct::float8 as rate, last_error, pending_deliveries::int as pending
-    from ops.webhook_health where endpoint_id in ${sql([a, b, c])}`;
-  const by = Object.fromEntries(rows.map((r) => [r.endpointId, [r.rate, r.lastError, r.pending]]));
-  assert.deepEqual(by, { [a]: [33.3, 'HTTP 500 newest', 1], [b]: [100, null, 0], [c]: [null, null, 0] });
+  await rebuildStats(sql);
+  const health = async () => {
+    const rows = await sql`select endpoint_id, success_rate_24h_pct::float8 as rate, last_error, pending_deliveries::int as pending
+      from ops.webhook_health where endpoint_id in ${sql([a, b, c])}`;
+    return Object.fromEntries(rows.map((r) => [r.endpointId, [r.rate, r.lastError, r.pending]]));
+  };
+  assert.deepEqual(await health(), { [a]: [33.3, 'HTTP 500 newest', 1], [b]: [100, null, 0], [c]: [null, null, 0] });
+  // A second rebuild finds nothing to change.
+  await rebuildStats(sql);
+  assert.deepEqual(await health(), { [a]: [33.3, 'HTTP 500 newest', 1], [b]: [100, null, 0], [c]: [null, null, 0] });
+});
+
+// §17.2, §18.16: with a recent sweep, what is in flight is read from the partitions the sweep
+// found and the last hours' alone; a delivery made after the sweep for an older email's event
+// marks its partition itself, so it is counted at once.
+test('ops.email_pipeline, ops.webhook_health and the overview read unsent mail and pending deliveries where the sweep found them', async () => {
+  const p = await ctx.tenant('ops-inflight');
+  const DAY = 86_400_000;
+  const old = Date.now() - 10 * DAY;
+  await ensurePartitions(sql, { from: new Date(old - 3 * DAY) });
+  const at = (ms: number) => `email_${ulid(ms).slice(0, 10)}${ulid().slice(10)}`;
+  const insert = async (id: string, status: string) => sql`
+    insert into emails (id, project_id, status, from_address, to_addresses, subject, text, created_at)
+    values (${id}, ${p.projectId}, ${status}, 'a@x.test', ${['b@x.test']}, 's', 't', ${new Date(old)})`;
+  await insert(at(old), 'queued');
+  await sweepInflight(sql);
+  const queued = async () => (await sql<{ emails: number }[]>`
+    select emails::int from ops.email_pipeline where project_id = ${p.projectId} and status = 'queued'`)[0]?.emails ?? 0;
+  assert.equal(await queued(), 1);
+  assert.deepEqual(await inFlightCounts(sql, p.projectId), { scheduled: 0, queued: 1, sending: 0 });
+  // Queued after the sweep in a partition it did not find (a hand-made id): not read while the sweep is recent.
+  await insert(at(old - 2 * DAY), 'queued');
+  assert.equal(await queued(), 1);
+  await sql`update inflight_sweep set swept_at = now() - interval '5 minutes'`;
+  assert.equal(await queued(), 2);
+  assert.deepEqual(await inFlightCounts(sql, p.projectId), { scheduled: 0, queued: 2, sending: 0 });
+
+  // An event for a sent email of an older day, recorded after the sweep: its pending delivery counts at once.
+  await sql`update emails set status = 'sent' where project_id = ${p.projectId}`;
+  await sweepInflight(sql);
+  const wh = newId('webhook');
+  await sql`insert into webhook_endpoints (id, project_id, url, secret_encrypted) values (${wh}, ${p.projectId}, 'https://x.test/h', ${Buffer.from('x')})`;
+  const sentOld = at(old - DAY);
+  await insert(sentOld, 'sent');
+  await sql`delete from inflight_partitions`;
+  await recordEvent(sql, { projectId: p.projectId, emailId: sentOld, type: 'email.opened', data: {} });
+  const [health] = await sql`select pending_deliveries::int as pending from ops.webhook_health where endpoint_id = ${wh}`;
+  assert.equal(health!.pending, 1);
+  const oldDay = new Date(old - DAY).toISOString().slice(0, 10).replaceAll('-', '');
+  const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from inflight_partitions where partition = ${`webhook_deliveries_p${oldDay}`}`;
+  assert.equal(n, 1);
 });

@@ -75,6 +75,8 @@ test('a day being removed is never counted twice: rebuilt while detached, then d
   await sql`insert into emails (id, project_id, status, from_address, to_addresses, subject, text, created_at)
     values (${id}, ${t.projectId}, 'sent', 'a@x.test', ${['b@x.test']}, 'old', 't', ${new Date(at)})`;
   await sql`insert into email_recipients (project_id, address, email_id) values (${t.projectId}, 'b@x.test', ${id})`;
+  await sql`insert into recipient_days (project_id, address, day)
+    select project_id, address, mailroom_partition_day(tableoid::regclass::text) from email_recipients where email_id = ${id} on conflict do nothing`;
   await recordEvent(sql, { projectId: t.projectId, emailId: id, type: 'email.sent', data: {} });
   await assertDerivedMatchBaseRows(sql, 'before');
   // As a removal stopped halfway leaves it: its events out of sight, still on the counters.

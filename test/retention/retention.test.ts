@@ -165,7 +165,9 @@ test('stats rebuild derives the counters and tag entries of rows loaded by hand'
   assert.equal(run.code, 0, run.stderr);
   const [expected] = await sql`select
     (select count(*)::int from (select distinct project_id, (created_at at time zone 'UTC')::date, type from events) d) +
-    (select count(*)::int from email_tags) + (select count(*)::int from email_recipients) as n`;
+    (select count(*)::int from email_tags) + (select count(*)::int from email_recipients) +
+    (select count(*)::int from (select distinct endpoint_id, date_trunc('hour', coalesce(last_attempt_at, created_at)), status from webhook_deliveries
+      where status in ('delivered', 'failed') and coalesce(last_attempt_at, created_at) >= date_trunc('hour', now()) - interval '47 hours') w) as n`;
   assert.deepEqual(run.json(), { rebuilt: expected!.n });
   await assertDerivedMatchBaseRows(sql, 'after stats rebuild');
   const days = await dailyActivity(sql, t.projectId, 14);

@@ -108,6 +108,8 @@ test('an email unsent RETENTION_DAYS after its creation fails first, with email.
       values (${ids[status]!}, ${t.projectId}, ${status}, 'a@x.test', ${['b@x.test']}, ${status}, '<p>b</p>', 'b',
         ${status === 'scheduled' ? new Date(at + 30 * DAY_MS) : null}, ${new Date(at)})`;
     await sql`insert into email_recipients (project_id, address, email_id) values (${t.projectId}, 'b@x.test', ${ids[status]!})`;
+    await sql`insert into recipient_days (project_id, address, day)
+      select project_id, address, mailroom_partition_day(tableoid::regclass::text) from email_recipients where email_id = ${ids[status]!} on conflict do nothing`;
   }
   // And one of today whose creation was set back past RETENTION_DAYS, still queued.
   const res = await ctx.call(t.key, '/v1/emails', { method: 'POST', body: { from: 'app@acme.test', to: 'x@example.net', subject: 'today', text: 't' } });

@@ -141,6 +141,9 @@ describe('webhook delivery', { concurrency: true }, () => {
     assert.equal(new Set(reqs.map((r) => r.headers['x-webhook-event-id'])).size, 1, 'every attempt carries the same event id');
     assert.ok(reqs.every((r) => receiverVerifies(t.secret, r.headers, r.body)));
     assert.equal((await endpointState(ctx.sql, t.endpoint.id)).consecutiveFailures, 0, 'a success resets the count');
+    // ops.webhook_health reads the settle's counters and the retries' error (§17.2).
+    const [health] = await ctx.sql`select success_rate_24h_pct::float8 as rate, last_error from ops.webhook_health where endpoint_id = ${t.endpoint.id}`;
+    assert.deepEqual([health!.rate, health!.lastError], [100, 'http_error']);
   });
 
   test('after six attempts the delivery fails and counts against the endpoint', async () => {
@@ -173,6 +176,8 @@ describe('webhook delivery', { concurrency: true }, () => {
     assert.equal(row!.error, 'http_error');
     assert.equal(t.requests().length, 1);
     assert.equal((await endpointState(ctx.sql, t.endpoint.id)).consecutiveFailures, 1);
+    const [health] = await ctx.sql`select success_rate_24h_pct::float8 as rate, last_error from ops.webhook_health where endpoint_id = ${t.endpoint.id}`;
+    assert.deepEqual([health!.rate, health!.lastError], [0, 'http_error']);
   });
 
   test('a redirect is never followed', async () => {
