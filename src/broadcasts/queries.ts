@@ -229,7 +229,9 @@ export type BroadcastCounts = Record<'recipients' | 'suppressed' | 'queued' | 's
 
 /**
  * The counts, in one grouped read over the broadcast's emails (by their broadcast's index) and
- * its recipients' rows; recipients and suppressed are the tallies the pages keep.
+ * its recipients' rows; recipients and suppressed are the tallies the pages keep. `failed` also
+ * holds the recipients whose personalised copy was over the message limit, for whom no email
+ * was made.
  */
 export async function broadcastCounts(sql: Sql, b: BroadcastRow): Promise<BroadcastCounts> {
   const [row] = await sql<[Omit<BroadcastCounts, 'recipients' | 'suppressed' | 'unsubscribed' | 'bounced' | 'complained'>]>`
@@ -253,7 +255,10 @@ export async function broadcastCounts(sql: Sql, b: BroadcastRow): Promise<Broadc
     ${b.topicId ? sql`left join contact_topics ct on ct.contact_id = c.id and ct.topic_id = ${b.topicId}` : sql``}
     where r.broadcast_id = ${b.id} and r.email_id is not null
       and (c.unsubscribed ${b.topicId ? sql`or ct.subscription = 'opt_out'` : sql``})`;
-  return { recipients: b.recipients, suppressed: b.suppressed, ...row, ...rated, unsubscribed: unsub.n };
+  const [tooLarge] = await sql<[{ n: number }]>`
+    select count(*)::int as n from broadcast_recipients r
+    where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and r.skipped = 'too_large'`;
+  return { recipients: b.recipients, suppressed: b.suppressed, ...row, ...rated, failed: row.failed + tooLarge.n, unsubscribed: unsub.n };
 }
 
 export const RECIPIENT_TYPES = ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'complained', 'unsubscribed', 'suppressed', 'failed'] as const;
@@ -272,7 +277,7 @@ export async function listRecipients(sql: Sql, b: BroadcastRow, type: RecipientT
     delivered: sql`e.delivered_at is not null`,
     opened: sql`e.opened_at is not null`,
     clicked: sql`e.clicked_at is not null`,
-    failed: sql`e.status = 'failed'`,
+    failed: sql`(e.status = 'failed' or r.skipped = 'too_large')`,
     bounced: sql`exists (select 1 from events ev where ev.email_id = e.id and ev.project_id = e.project_id and ev.type = 'email.bounced')`,
     complained: sql`exists (select 1 from events ev where ev.email_id = e.id and ev.project_id = e.project_id and ev.type = 'email.complained')`,
   }[type];
