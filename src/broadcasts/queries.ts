@@ -225,8 +225,9 @@ export type BroadcastCounts = Record<'recipients' | 'suppressed' | 'queued' | 's
 
 /**
  * The counts, in one grouped read over the broadcast's emails (by their broadcast's index) and
- * its recipients' rows; recipients and suppressed are the tallies the pages keep. Once retention
- * has kept them on the row (its emails are going), those.
+ * its recipients' rows; recipients and suppressed are the tallies the pages keep. `failed` also
+ * holds the recipients whose personalised copy was over the message limit, for whom no email
+ * was made. Once retention has kept them on the row (its emails are going), those.
  */
 export async function broadcastCounts(sql: Sql, b: BroadcastRow): Promise<BroadcastCounts> {
   if (b.countsKept) return b.countsKept;
@@ -249,7 +250,10 @@ export async function broadcastCounts(sql: Sql, b: BroadcastRow): Promise<Broadc
   const [unsub] = await sql<[{ n: number }]>`
     select count(*)::int as n from broadcast_recipients r
     where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and r.email_id is not null and r.contact_id in (${leftContacts(sql, b)})`;
-  return { recipients: b.recipients, suppressed: b.suppressed, ...row, ...rated, unsubscribed: unsub.n };
+  const [tooLarge] = await sql<[{ n: number }]>`
+    select count(*)::int as n from broadcast_recipients r
+    where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and r.skipped = 'too_large'`;
+  return { recipients: b.recipients, suppressed: b.suppressed, ...row, ...rated, failed: row.failed + tooLarge.n, unsubscribed: unsub.n };
 }
 
 export const RECIPIENT_TYPES = ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'complained', 'unsubscribed', 'suppressed', 'failed'] as const;
@@ -314,11 +318,14 @@ export function recipientsPage(sql: Sql, b: BroadcastRow, type: RecipientType, o
     delivered: sql`e.delivered_at is not null`,
     opened: sql`e.opened_at is not null`,
     clicked: sql`e.clicked_at is not null`,
-    failed: sql`e.status = 'failed'`,
+    failed: sql`(e.status = 'failed' or r.skipped = 'too_large')`,
   }[type];
   return sql<RecipientRow[]>`
     select r.contact_id, r.email, r.email_id from broadcast_recipients r
-    ${type === 'suppressed' ? sql`` : sql`join emails e on e.id = r.email_id and e.project_id = r.project_id`}
+    ${type === 'suppressed' ? sql`` : type === 'failed'
+      // A copy over the message limit was never made: its recipient has no email.
+      ? sql`left join emails e on e.id = r.email_id and e.project_id = r.project_id`
+      : sql`join emails e on e.id = r.email_id and e.project_id = r.project_id`}
     where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and ${filter}
       ${after ? sql`and r.contact_id > ${after}` : sql``}
     order by r.contact_id limit ${n}`;

@@ -6,7 +6,7 @@ import { isWellFormedId } from '../platform/ids.ts';
 import { resendPageQuery } from '../resend/paging.ts';
 import * as q from './queries.ts';
 import { RECIPIENT_TYPES, type BroadcastRow, type RecipientType } from './queries.ts';
-import { cancelBroadcast, createBroadcast, deleteBroadcast, duplicateBroadcast, requireBroadcast, sendBroadcast, updateBroadcast } from './service.ts';
+import { cancelBroadcast, createBroadcast, deleteBroadcast, duplicateBroadcast, requireBroadcast, sendBroadcast, templatesFor, updateBroadcast } from './service.ts';
 
 /**
  * `resend.broadcasts.*` at `/resend/broadcasts`: the same broadcasts as `/v1/broadcasts`, in
@@ -72,7 +72,7 @@ export function registerResendBroadcastRoutes(app: Hono<AppEnv>) {
   app.post('/broadcasts', async (c) => {
     const { config, sql } = c.var.deps;
     const { content, send, scheduledAt } = fromResend(await readJsonBody(c, BODY_LIMIT), true);
-    const b = await createBroadcast(sql, c.var.projectId, content);
+    const b = await createBroadcast(sql, c.var.projectId, content, templatesFor(c.var.deps));
     if (send) await sendBroadcast(config, sql, c.var.projectId, b.id, scheduledAt ? { scheduled_at: scheduledAt } : {});
     return c.json({ id: b.id }, 200);
   });
@@ -98,7 +98,7 @@ export function registerResendBroadcastRoutes(app: Hono<AppEnv>) {
 
   app.patch('/broadcasts/:id', async (c) => {
     const { content } = fromResend(await readJsonBody(c, BODY_LIMIT), false);
-    return c.json({ id: (await updateBroadcast(c.var.deps.sql, c.var.projectId, idOf(c), content)).id }, 200);
+    return c.json({ id: (await updateBroadcast(c.var.deps.sql, c.var.projectId, idOf(c), content, templatesFor(c.var.deps))).id }, 200);
   });
 
   app.delete('/broadcasts/:id', async (c) => c.json({ ...ref(await deleteBroadcast(c.var.deps.sql, c.var.projectId, idOf(c))), deleted: true }, 200));

@@ -12,7 +12,7 @@ import {
   BroadcastList, BroadcastResponse, ClickedLinkList, CreateBroadcastRequest, RecipientList, SendBroadcastRequest,
   UpdateBroadcastRequest, toBroadcastResponse,
 } from './schemas.ts';
-import { cancelBroadcast, createBroadcast, deleteBroadcast, duplicateBroadcast, requireBroadcast, sendBroadcast, updateBroadcast } from './service.ts';
+import { cancelBroadcast, createBroadcast, deleteBroadcast, duplicateBroadcast, requireBroadcast, sendBroadcast, updateBroadcast, templatesFor } from './service.ts';
 
 /** html and text of up to 2 MiB each, JSON-escaped. */
 const BODY_LIMIT = 10 * 1024 * 1024;
@@ -25,7 +25,8 @@ const base = { tags: ['broadcasts'], security: SECURITY };
 const create = createRoute({
   ...base, method: 'post', path: '/v1/broadcasts', summary: 'Create a broadcast',
   description: 'A `draft` to a segment\'s contacts, optionally under a topic. `subject`, `html` and `text` take the placeholders ' +
-    '`{{{contact.first_name|there}}}`, `{{{contact.<property>|fallback}}}`, `{{{FIRST_NAME|there}}}`, `{{{EMAIL}}}` and `{{{RESEND_UNSUBSCRIBE_URL}}}`.',
+    '`{{{contact.first_name|there}}}`, `{{{contact.<property>|fallback}}}`, `{{{FIRST_NAME|there}}}`, `{{{EMAIL}}}` and `{{{RESEND_UNSUBSCRIBE_URL}}}`. ' +
+    'Instead of `html` and `text`, `template` names a published template (§14) and its variables.',
   request: { body: json(CreateBroadcastRequest) },
   responses: { 201: ok('The broadcast.', BroadcastResponse), ...errorResponses(401, 403, 413, 422, 429) },
 });
@@ -92,7 +93,7 @@ export function registerBroadcastRoutes(app: OpenAPIHono<AppEnv>) {
   app.openAPIRegistry.registerPath(create);
   app.post(create.path, async (c) => {
     const body = await readJsonBody(c, BODY_LIMIT);
-    return c.json(toBroadcastResponse(await createBroadcast(c.var.deps.sql, c.var.projectId, body)), 201);
+    return c.json(toBroadcastResponse(await createBroadcast(c.var.deps.sql, c.var.projectId, body, templatesFor(c.var.deps))), 201);
   });
 
   app.openapi(list, async (c) => {
@@ -114,7 +115,7 @@ export function registerBroadcastRoutes(app: OpenAPIHono<AppEnv>) {
   app.openAPIRegistry.registerPath(update);
   app.patch(pathOf(update), async (c) => {
     const body = await readJsonBody(c, BODY_LIMIT);
-    return c.json(toBroadcastResponse(await updateBroadcast(c.var.deps.sql, c.var.projectId, idOf(c), body)), 200);
+    return c.json(toBroadcastResponse(await updateBroadcast(c.var.deps.sql, c.var.projectId, idOf(c), body, templatesFor(c.var.deps))), 200);
   });
 
   app.openapi(remove, async (c) => {

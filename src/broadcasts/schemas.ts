@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { FromAddress, mailbox, text } from '../emails/validate.ts';
+import { FromAddress, mailbox, TemplateRef, text } from '../emails/validate.ts';
 import type { BroadcastCounts, BroadcastRow } from './queries.ts';
 
 const MAX_CONTENT = 2 * 1024 * 1024;
@@ -14,10 +14,40 @@ const fields = {
   preview_text: text().max(500).nullable().optional(),
   html: text().max(MAX_CONTENT).nullable().optional(),
   text: text().max(MAX_CONTENT).nullable().optional(),
+  template: TemplateRef.optional().openapi({
+    description: 'A published template (§14) as the content instead of `html` and `text`, rendered with `variables` when the broadcast is ' +
+      'created or updated; the per-contact placeholders then apply to its output as to inline content. `from`, `subject` and `reply_to` ' +
+      'given here override the template\'s.',
+  }),
 };
 
-export const CreateBroadcastRequest = z.object(fields).strict().openapi('CreateBroadcastRequest');
-export const UpdateBroadcastRequest = z.object(fields).partial().strict().openapi('UpdateBroadcastRequest');
+type Fields = { [K in keyof typeof fields]?: unknown };
+const problem = (type: string, message: string) => ({ message, params: { type } });
+
+/** A template is the content: html or text beside it would be silently dropped. Without one, `from` and `subject` are required. */
+function checkContent(body: Fields, ctx: z.RefinementCtx, creating: boolean) {
+  if (body.template) {
+    for (const part of ['html', 'text'] as const) {
+      if (body[part] != null) ctx.addIssue({ code: 'custom', path: [part], ...problem('template_conflict', `Give ${part} through the template, or create the broadcast without a template`) });
+    }
+  } else if (creating) {
+    for (const field of ['from', 'subject'] as const) {
+      if (body[field] === undefined) ctx.addIssue({ code: 'custom', path: [field], ...problem('missing', 'Field required') });
+    }
+  }
+}
+
+export const CreateBroadcastRequest = z
+  .object({ ...fields, from: fields.from.optional(), subject: fields.subject.optional() })
+  .strict()
+  .superRefine((body, ctx) => checkContent(body, ctx, true))
+  .openapi('CreateBroadcastRequest');
+export const UpdateBroadcastRequest = z
+  .object(fields)
+  .partial()
+  .strict()
+  .superRefine((body, ctx) => checkContent(body, ctx, false))
+  .openapi('UpdateBroadcastRequest');
 export const SendBroadcastRequest = z
   .object({ scheduled_at: z.string().max(200).nullable().optional().openapi({ description: 'ISO 8601, or natural language such as "in 1 hour" or "tomorrow at 9am" (UTC); at most 30 days ahead.' }) })
   .strict()
@@ -41,6 +71,8 @@ export const BroadcastResponse = z
     preview_text: z.string().nullable(),
     html: z.string().nullable(),
     text: z.string().nullable(),
+    template: z.object({ id: z.string(), version: z.number().int() }).nullable()
+      .openapi({ description: 'The published template version `html`, `text` and `subject` were rendered from, if any.' }),
     status: z.enum(['draft', 'scheduled', 'sending', 'sent', 'canceled']),
     scheduled_at: z.string().nullable(),
     sent_at: z.string().nullable(),
@@ -71,6 +103,7 @@ export function toBroadcastResponse(b: BroadcastRow, counts?: BroadcastCounts, w
     preview_text: b.previewText,
     html: withBodies ? b.html : null,
     text: withBodies ? b.text : null,
+    template: b.templateId !== null && b.templateVersion !== null ? { id: b.templateId, version: b.templateVersion } : null,
     status: b.status,
     scheduled_at: b.scheduledAt?.toISOString() ?? null,
     sent_at: b.sentAt?.toISOString() ?? null,

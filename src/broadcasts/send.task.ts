@@ -104,6 +104,7 @@ export function broadcastSendTask(deps: WorkerDeps): Task {
       const emails: NewEmail[] = [];
       const rows: Parameters<typeof q.insertRecipients>[1] = [];
       let skipped = 0;
+      let tooLarge = 0;
       for (const contact of receiving) {
         const row = { broadcastId: id, contactId: contact.id, projectId, email: contact.email, emailId: null as string | null, skipped: null as string | null };
         if (suppressed.has(normaliseAddress(contact.email))) {
@@ -117,6 +118,7 @@ export function broadcastSendTask(deps: WorkerDeps): Task {
           } catch (err) {
             if (!(err instanceof BroadcastTooLarge)) throw err;
             row.skipped = 'too_large';
+            tooLarge++;
             log.warn({ broadcastId: id, contactId: contact.id }, 'broadcast recipient skipped: personalised message over the limit');
           }
         }
@@ -125,7 +127,8 @@ export function broadcastSendTask(deps: WorkerDeps): Task {
       await insertQueuedEmails(tx, emails);
       await q.insertRecipients(tx, rows);
       const done = page.length < BROADCAST_PAGE_SIZE;
-      await q.advance(tx, locked, page.at(-1)?.id ?? locked.cursor, emails.length, skipped, done);
+      // A copy too large to send is a recipient it failed for: counted in `recipients` and `failed`.
+      await q.advance(tx, locked, page.at(-1)?.id ?? locked.cursor, emails.length + tooLarge, skipped, done);
       await tx`select ${q.broadcastJob(tx, id, projectId, tx`now()`)}`;
     }));
   };

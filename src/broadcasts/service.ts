@@ -8,6 +8,7 @@ import type { BroadcastContent, BroadcastRow } from './queries.ts';
 import { CreateBroadcastRequest, SendBroadcastRequest, UpdateBroadcastRequest } from './schemas.ts';
 import { parseScheduledAt } from './schedule.ts';
 import { recordAudit } from '../audit/record.ts';
+import type { RenderedTemplate, TemplateRenderer } from '../emails/template-send.ts';
 
 /** Broadcasts as every surface (`/v1`, `/resend`) manages them; the routes only translate. */
 
@@ -32,22 +33,57 @@ async function checkRefs(sql: Sql, projectId: string, content: BroadcastContent)
   if (problems.length) throw new ValidationError(problems);
 }
 
-function contentOf(body: z.infer<typeof UpdateBroadcastRequest>, base?: BroadcastRow): BroadcastContent {
+/**
+ * The content a request makes, over the stored one when updating. With a template, the template's
+ * rendered parts are the html and text, and its from, subject and reply_to fill what the request
+ * leaves out; inline html or text given later replaces the template.
+ */
+function contentOf(body: z.infer<typeof UpdateBroadcastRequest>, base?: BroadcastRow, rendered?: RenderedTemplate): BroadcastContent {
   const has = (k: keyof typeof body) => Object.hasOwn(body, k);
-  const replyTo = body.reply_to === undefined ? base?.replyToAddresses ?? [] : Array.isArray(body.reply_to) ? body.reply_to : [body.reply_to];
+  const given = body.reply_to === undefined ? undefined : Array.isArray(body.reply_to) ? body.reply_to : [body.reply_to];
+  const inline = has('html') || has('text');
+  const problems = [];
+  const fromAddress = body.from ?? rendered?.from ?? base?.fromAddress;
+  const subject = body.subject ?? rendered?.subject ?? base?.subject;
+  if (!fromAddress) problems.push({ loc: ['body', 'from'], msg: 'Field required: the template has no from address', type: 'missing' });
+  if (!subject) problems.push({ loc: ['body', 'subject'], msg: 'Field required: the template has no subject', type: 'missing' });
+  else if (subject.length > 998) problems.push({ loc: ['body', 'subject'], msg: 'The rendered subject is longer than 998 characters', type: 'string_too_long', ctx: { max_length: 998 } });
+  if (problems.length) throw new ValidationError(problems);
   return {
     name: body.name ?? base?.name ?? '',
     segmentId: body.segment_id ?? base!.segmentId,
     topicId: has('topic_id') ? body.topic_id ?? null : base?.topicId ?? null,
-    fromAddress: body.from ?? base!.fromAddress,
-    replyToAddresses: replyTo,
-    subject: body.subject ?? base!.subject,
+    fromAddress: fromAddress!,
+    replyToAddresses: given ?? (rendered ? rendered.replyTo : base?.replyToAddresses ?? []),
+    subject: subject!,
     previewText: has('preview_text') ? body.preview_text ?? null : base?.previewText ?? null,
-    html: has('html') ? body.html ?? null : base?.html ?? null,
-    text: has('text') ? body.text ?? null : base?.text ?? null,
-    templateId: base?.templateId ?? null,
-    templateVersion: base?.templateVersion ?? null,
+    html: rendered ? rendered.html || null : has('html') ? body.html ?? null : base?.html ?? null,
+    text: rendered ? rendered.text || null : has('text') ? body.text ?? null : base?.text ?? null,
+    templateId: rendered ? rendered.templateId : inline ? null : base?.templateId ?? null,
+    templateVersion: rendered ? rendered.version : inline ? null : base?.templateVersion ?? null,
   };
+}
+
+/** How a broadcast's template is rendered: the send path's renderer (§14.3), within the message limit. */
+export type BroadcastTemplates = { render?: TemplateRenderer; limitBytes: number };
+export const templatesFor = (deps: { renderTemplate?: TemplateRenderer; config: { emailMaxMessageBytes: number } }): BroadcastTemplates =>
+  ({ render: deps.renderTemplate, limitBytes: deps.config.emailMaxMessageBytes });
+
+/**
+ * The published version `template` names, rendered with its variables: a template that does not
+ * exist or was never published, or variables missing or of the wrong type, answer 422 at
+ * `["body", "template", …]` as a templated send does.
+ */
+async function renderTemplateOf(sql: Sql, projectId: string, body: z.infer<typeof UpdateBroadcastRequest>, templates?: BroadcastTemplates) {
+  if (!body.template) return undefined;
+  if (!templates?.render) {
+    throw new ValidationError([{ loc: ['body', 'template'], msg: 'Templates are not available on this surface', type: 'template_unavailable' }]);
+  }
+  const rendered = await templates.render(sql, projectId, { id: body.template.id, variables: body.template.variables ?? {} }, templates.limitBytes);
+  if (!rendered.html && !rendered.text) {
+    throw new ValidationError([{ loc: ['body', 'template'], msg: 'The template rendered neither html nor text', type: 'missing_content' }]);
+  }
+  return rendered;
 }
 
 const parse = <T extends z.ZodType>(schema: T, body: unknown): z.infer<T> => {
@@ -61,8 +97,9 @@ const audited = (b: BroadcastRow) => ({ name: b.name, segment_id: b.segmentId, t
 /** The fields a request set, by name. */
 const fieldsOf = (input: object) => Object.keys(input).filter((k) => (input as Record<string, unknown>)[k] !== undefined).sort();
 
-export async function createBroadcast(sql: Sql, projectId: string, body: unknown) {
-  const content = contentOf(parse(CreateBroadcastRequest, body));
+export async function createBroadcast(sql: Sql, projectId: string, body: unknown, templates?: BroadcastTemplates) {
+  const request = parse(CreateBroadcastRequest, body);
+  const content = contentOf(request, undefined, await renderTemplateOf(sql, projectId, request, templates));
   await checkRefs(sql, projectId, content);
   return sql.begin(async (tx) => {
     const row = await q.insertBroadcast(tx, newId('broadcast'), projectId, content);
@@ -73,10 +110,10 @@ export async function createBroadcast(sql: Sql, projectId: string, body: unknown
 
 const notEditable = (b: BroadcastRow) => new ApiError('broadcast_not_editable', `The broadcast is ${b.status}; only a draft or scheduled broadcast can change.`);
 
-export async function updateBroadcast(sql: Sql, projectId: string, id: string, body: unknown) {
+export async function updateBroadcast(sql: Sql, projectId: string, id: string, body: unknown, templates?: BroadcastTemplates) {
   const b = await requireBroadcast(sql, projectId, id);
   const input = parse(UpdateBroadcastRequest, body);
-  const content = contentOf(input, b);
+  const content = contentOf(input, b, await renderTemplateOf(sql, projectId, input, templates));
   await checkRefs(sql, projectId, content);
   const row = await sql.begin(async (tx) => {
     const updated = await q.updateBroadcast(tx, projectId, id, content);

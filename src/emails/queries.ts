@@ -1,3 +1,4 @@
+import type { PendingQuery, Row } from 'postgres';
 import type { Sql, TxSql } from '../platform/db.ts';
 import type { EmailRow, EmailStatus, EmailWithBodies } from './schemas.ts';
 import type { EmailContent } from './compose.ts';
@@ -195,6 +196,8 @@ export type NewEmail = EmailContent & {
  */
 export const BROADCAST_SEND_PRIORITY = 10;
 export const sendPriority = (broadcastId: string | null | undefined) => (broadcastId ? BROADCAST_SEND_PRIORITY : 0);
+/** The same rule in SQL, for a job made from the email's row (`broadcast_id` of the row read). */
+export const sendPriorityOfRow = (sql: Sql | TxSql) => sql`case when broadcast_id is null then 0 else ${BROADCAST_SEND_PRIORITY}::int end`;
 
 /** What an SMTP submission adds to its email. */
 export type SubmittedMessage = {
@@ -217,7 +220,7 @@ function storedAttachments(list: EmailContent['attachments']): StoredAttachment[
  * The `email__send` job, keyed by the email so a re-enqueue replaces a waiting one. Its own
  * attempts only cover crashes; provider retries are rescheduled by the task (send.task.ts).
  */
-export function sendJob(sql: Sql | TxSql, emailId: string, projectId: string, delayMs = 0, priority = 0) {
+export function sendJob(sql: Sql | TxSql, emailId: string, projectId: string, delayMs = 0, priority: number | PendingQuery<Row[]> = 0) {
   return sql`graphile_worker.add_job('email__send',
     json_build_object('email_id', ${emailId}::text, 'project_id', ${projectId}::text),
     run_at := now() + ${delayMs} * interval '1 millisecond', max_attempts := 25, job_key := ${emailId}::text, priority := ${priority}::int)`;
@@ -448,9 +451,14 @@ export async function holdIfPaused(sql: Sql, projectId: string, emailId: string)
   return row.paused ? 'held' : 'claimable';
 }
 
-/** The email's job again at `delayMs` from now, keyed by the email so it replaces a waiting one. */
+/**
+ * The email's job again at `delayMs` from now, keyed by the email so it replaces a waiting one, at
+ * the email's own priority: a broadcast copy stays behind transactional mail.
+ */
 export async function enqueueSendAgain(sql: Sql, projectId: string, emailId: string, delayMs: number) {
-  await sql`select ${sendJob(sql, emailId, projectId, delayMs)}`;
+  await inEmailsDay(sql, emailId, (table) => sql`
+    select ${sendJob(sql, emailId, projectId, delayMs, sendPriorityOfRow(sql))}
+    from ${sql(table)} where id = ${emailId} and project_id = ${projectId}`);
 }
 
 /** The statements settling a claimed email name its partition, aliased `emails` (day-table.ts). */

@@ -116,7 +116,7 @@ export const FromAddress = mailbox(320);
 /** At most this many variables in one send; a template declares at most as many. */
 export const MAX_TEMPLATE_VARIABLES = 100;
 
-const TemplateRef = z
+export const TemplateRef = z
   .object({
     id: z.string().min(1).max(100).openapi({ description: 'The template\'s id (`tmpl_…`) or its alias.', example: 'welcome' }),
     variables: z.record(z.string().max(64), z.unknown())

@@ -1,4 +1,4 @@
-import { BROADCAST_SEND_PRIORITY } from '../emails/queries.ts';
+import { sendPriorityOfRow } from '../emails/queries.ts';
 import type { Sql, TxSql } from '../platform/db.ts';
 import { recordAudit } from '../audit/record.ts';
 
@@ -159,7 +159,7 @@ export async function resumeProject(tx: TxSql, projectId: string): Promise<numbe
     select count(*) from graphile_worker.add_jobs(array(
       select row('email__send', json_build_object('email_id', id, 'project_id', project_id), null,
                  now() + (row_number() over (order by id)) * interval '1 microsecond', 25, id,
-                 case when broadcast_id is null then 0 else ${BROADCAST_SEND_PRIORITY} end, null)::graphile_worker.job_spec
+                 ${sendPriorityOfRow(tx)}, null)::graphile_worker.job_spec
       from held order by id))`;
   return released.count > 0 ? Number((released[0] as { count: string }).count) : 0;
 }

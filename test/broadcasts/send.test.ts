@@ -139,3 +139,22 @@ test('opt_out topic: only contacts who opted in; no topic: the whole segment but
     select data from events where project_id = ${projectId} and type = 'contact.updated' and data->>'id' = ${contactIds[3]!}`;
   assert.equal(updated?.data.unsubscribed, true, 'a link without a topic fires contact.updated');
 });
+
+test('a recipient whose personalised copy is over the message limit is counted and listed as failed, and the rest are sent', { timeout: 120_000 }, async () => {
+  const { projectId, key } = await ctx.tenant('bc-too-large');
+  const { segmentId, contactIds, email } = await seedSegment(ctx.sql, projectId, 3);
+  // Each '&' is escaped to five bytes in html: a value of a fifth of the limit and a little more passes it.
+  const big = '&'.repeat(Math.ceil(ctx.config.emailMaxMessageBytes / 5) + 1000);
+  await ctx.sql`update contacts set properties = jsonb_build_object('bio', ${big}::text) where id = ${contactIds[1]!} and project_id = ${projectId}`;
+  const created = await ctx.call(key, '/v1/broadcasts', { method: 'POST', body: { segment_id: segmentId, from: 'a@example.test', subject: 'Bio', html: '<p>{{{contact.bio|none}}}</p>' } });
+  const { id } = (await created.json()) as { id: string };
+  assert.equal((await ctx.call(key, `/v1/broadcasts/${id}/send`, { method: 'POST', body: {} })).status, 200);
+  await waitFor('the broadcast to be sent', async () => (await get(key, id)).status === 'sent', 90_000, 200);
+  const counts = (await get(key, id)).counts;
+  assert.equal(counts.sent, 2);
+  assert.equal(counts.failed, 1, 'the copy too large to send is a failure');
+  assert.equal(counts.recipients, 3);
+  const failed = (await (await ctx.call(key, `/v1/broadcasts/${id}/recipients?type=failed`)).json()) as { data: { email: string; email_id: string | null }[] };
+  assert.deepEqual(failed.data.map((r) => [r.email, r.email_id]), [[email(1), null]]);
+  assert.deepEqual(new Set((await caughtMail(ctx.sql, projectId)).map((m) => m.to)), new Set([email(0), email(2)]));
+});

@@ -7,8 +7,33 @@ import { createLogger } from '../../src/platform/log.ts';
 import { broadcastSendTask, BROADCAST_MAX_AHEAD } from '../../src/broadcasts/send.task.ts';
 import { seedSegment } from './fixtures.ts';
 import { warmMimePool } from '../helpers/hostile.ts';
+import { emailSendTask } from '../../src/emails/send.task.ts';
+import { BROADCAST_SEND_PRIORITY } from '../../src/emails/queries.ts';
 
 const ctx = await createTestContext({ env: { PUBLIC_BASE_URL: 'https://mail.example.test', WORKER_CONCURRENCY: '4' } });
+
+test('a broadcast copy whose job runs again while another attempt holds it keeps its place behind transactional mail', async () => {
+  const { projectId, key } = await ctx.tenant('bc-again');
+  const { segmentId } = await seedSegment(ctx.sql, projectId, 3);
+  const res = await ctx.call(key, '/v1/broadcasts', { method: 'POST', body: { segment_id: segmentId, from: 'a@example.test', subject: 's', text: 'x' } });
+  const { id } = (await res.json()) as { id: string };
+  assert.equal((await ctx.call(key, `/v1/broadcasts/${id}/send`, { method: 'POST' })).status, 200);
+  const deps = { config: ctx.config, sql: ctx.sql, log: createLogger('silent') };
+  await broadcastSendTask(deps)({ broadcast_id: id, project_id: projectId }, undefined as never);
+  const sent = await ctx.call(key, '/v1/emails', { method: 'POST', body: { from: 'a@example.test', to: 'reset@example.test', subject: 'Reset', text: 'x' } });
+  const transactional = ((await sent.json()) as { id: string }).id;
+  const [copy] = await ctx.sql<[{ id: string }]>`select id from emails where broadcast_id = ${id} and project_id = ${projectId} limit 1`;
+  // No worker runs yet. Each held by a live attempt elsewhere: the job looks again when that lease ends.
+  await ctx.sql`update emails set status = 'sending', lease_owner = 'elsewhere/1', lease_expires_at = now() + interval '1 minute'
+    where id in (${copy.id}, ${transactional}) and project_id = ${projectId}`;
+  for (const emailId of [copy.id, transactional]) await emailSendTask(deps)({ email_id: emailId, project_id: projectId }, undefined as never);
+  const jobs = await ctx.sql<{ key: string; priority: number; runAt: Date }[]>`
+    select key, priority, run_at from graphile_worker.jobs where key in (${copy.id}, ${transactional})`;
+  const priority = Object.fromEntries(jobs.map((j) => [j.key, j.priority]));
+  assert.equal(priority[copy.id], BROADCAST_SEND_PRIORITY, 'the copy is enqueued again at the broadcast priority');
+  assert.equal(priority[transactional], 0, 'transactional mail at its own');
+  assert.ok(jobs.every((j) => j.runAt.getTime() > Date.now() + 30_000), 'both wait for the lease to end');
+});
 
 test('transactional mail accepted behind a queued broadcast page reaches the provider first', { timeout: 180_000 }, async () => {
   const { projectId, key } = await ctx.tenant('bc-first');

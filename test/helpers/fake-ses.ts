@@ -28,9 +28,10 @@ async function body(req: IncomingMessage): Promise<string> {
 /**
  * A protocol-level SES v2 for error paths the emulator cannot produce: it answers
  * `SendEmail` (POST /v2/email/outbound-emails) from a script, the way AWS does, with the
- * status, the `x-amzn-ErrorType` header and a JSON `{message}`. Closed when the file ends.
+ * status, the `x-amzn-ErrorType` header and a JSON `{message}`. Closed when the file ends
+ * (unless `closeAfterFile` is false: a benchmark closes it itself).
  */
-export async function startFakeSes() {
+export async function startFakeSes(opts: { closeAfterFile?: boolean } = {}) {
   const script: FakeSesAnswer[] = [];
   const requests: SendEmailRequest[] = [];
   /** When each accepted message was accepted (ms), and how many sends were refused as throttled. */
@@ -111,7 +112,7 @@ export async function startFakeSes() {
       res.end(JSON.stringify({ message: answer.message }));
     }
   });
-  const { url, close } = await listenOnLoopback(server);
+  const { url, close } = await listenOnLoopback(server, 'http', opts);
   return {
     url,
     requests,
