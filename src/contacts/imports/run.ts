@@ -10,7 +10,7 @@ import { advanceImport, chunkAt, finishImport, mergeBatch, startImport, type Imp
  * Rows per transaction. A batch costs PostgreSQL a few milliseconds beside its rows (the
  * statement's planning, the commit), and counts are shown a batch at a time.
  */
-export const BATCH_ROWS = 5000;
+export const BATCH_ROWS = 10_000;
 /** How many `{line, reason}` an import keeps. */
 export const MAX_ERRORS = 100;
 
