@@ -43,8 +43,25 @@ export function isMailbox(value: string): boolean {
   return answer;
 }
 
+// The everyday shape: a dot-atom of letters, digits and `_+-`, at a host of letter-digit-hyphen
+// labels, within the lengths. Every such value passes the full check below (the tests hold the
+// two together), so it is answered without the address parser: a million-row contact import
+// checks a million addresses, most of them of this shape.
+const PLAIN_LABEL = '[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
+const PLAIN_ADDR_SPEC = new RegExp(`^[A-Za-z0-9_+-]{1,64}(?:\\.[A-Za-z0-9_+-]+)*@${PLAIN_LABEL}(?:\\.${PLAIN_LABEL})+$`);
+
+/** Whether `value` is a bare address of the everyday shape (which `checkMailbox` accepts). */
+export function isPlainAddrSpec(value: string): boolean {
+  return value.length <= 254 && PLAIN_ADDR_SPEC.test(value) && value.indexOf('@') <= 64;
+}
+
 /** The same answer, worked out afresh. */
 export function checkMailbox(value: string): boolean {
+  return isPlainAddrSpec(value) || parsesAsMailbox(value);
+}
+
+/** The full check: the shape, then the address parser's agreement with it. */
+export function parsesAsMailbox(value: string): boolean {
   const input = value.trim();
   if (input === '' || /[\x00-\x1f\x7f]/.test(input)) return false;
   const angle = NAME_ADDR.exec(input);

@@ -1,3 +1,4 @@
+import type postgres from 'postgres';
 import type { Sql, TxSql } from '../../platform/db.ts';
 import type { ImportPlan } from './options.ts';
 
@@ -116,61 +117,75 @@ export async function startImport(sql: Db, projectId: string, id: string) {
   return row;
 }
 
-/** One row of a batch, as the contacts table takes it; null leaves an existing value alone. */
-export type ContactInput = { id: string; email: string; firstName: string | null; lastName: string | null; unsubscribed: boolean | null; properties: string };
+/** Fragments one after the other; postgres.js takes an empty list for a value. */
+const each = (sql: Db, fragments: postgres.PendingQuery<postgres.Row[]>[]) => (fragments.length ? fragments : sql``);
 
-// postgres.js sends a null inside an array as a value (the text NULL, or false), so an absent
-// field travels as '' and SQL reads it back as null.
-const blanks = (rows: ContactInput[], field: 'firstName' | 'lastName') => rows.map((r) => r[field] ?? '');
-const flags = (rows: ContactInput[]) => rows.map((r) => (r.unsubscribed === null ? '' : r.unsubscribed ? 't' : 'f'));
+export type MergePlan = Pick<ImportRow, 'onConflict' | 'segmentIds' | 'topics'> & { properties: ImportPlan['properties'] };
 
-/** New contacts; an address already there is left for the update. Answers the created rows' lower-cased addresses and ids. */
-export async function insertContacts(tx: TxSql, projectId: string, rows: ContactInput[]) {
-  return tx<{ id: string; key: string }[]>`
-    insert into contacts (id, project_id, email, first_name, last_name, unsubscribed, properties)
-    select i.id, ${projectId}, i.email, nullif(i.first_name, ''), nullif(i.last_name, ''), coalesce(nullif(i.unsubscribed, '')::bool, false), i.properties::jsonb
-    from unnest(${rows.map((r) => r.id)}::text[], ${rows.map((r) => r.email)}::text[], ${blanks(rows, 'firstName')}::text[],
-                ${blanks(rows, 'lastName')}::text[], ${flags(rows)}::text[], ${rows.map((r) => r.properties)}::text[])
-      as i(id, email, first_name, last_name, unsubscribed, properties)
-    on conflict (project_id, lower(email)) do nothing
-    returning id, lower(email) as key`;
-}
-
-/** Existing contacts of these addresses take the row's non-empty fields; properties merge. */
-export async function updateContacts(tx: TxSql, projectId: string, rows: ContactInput[]) {
-  return tx<{ id: string }[]>`
-    update contacts c set
-      first_name = coalesce(nullif(i.first_name, ''), c.first_name),
-      last_name = coalesce(nullif(i.last_name, ''), c.last_name),
-      unsubscribed = coalesce(nullif(i.unsubscribed, '')::bool, c.unsubscribed),
-      properties = c.properties || i.properties::jsonb,
-      updated_at = now()
-    from unnest(${rows.map((r) => r.email)}::text[], ${blanks(rows, 'firstName')}::text[], ${blanks(rows, 'lastName')}::text[],
-                ${flags(rows)}::text[], ${rows.map((r) => r.properties)}::text[])
-      as i(email, first_name, last_name, unsubscribed, properties)
-    where c.project_id = ${projectId} and lower(c.email) = lower(i.email)
-    returning c.id`;
-}
-
-/** Memberships of every contact in every segment; a segment deleted meanwhile is passed over. */
-export async function addToSegments(tx: TxSql, projectId: string, segmentIds: string[], contactIds: string[]) {
-  await tx`
-    insert into contact_segments (segment_id, contact_id, project_id)
-    select s.id, c.id, ${projectId}
-    from segments s cross join unnest(${contactIds}::text[]) as c(id)
-    where s.project_id = ${projectId} and s.id = any(${segmentIds}::text[])
-    on conflict do nothing`;
-}
-
-/** The import's subscription per topic for every contact; a topic deleted meanwhile is passed over. */
-export async function setTopics(tx: TxSql, projectId: string, topics: Array<{ id: string; subscription: string }>, contactIds: string[]) {
-  await tx`
-    insert into contact_topics (contact_id, topic_id, project_id, subscription)
-    select c.id, t.id, ${projectId}, w.subscription
-    from unnest(${topics.map((t) => t.id)}::text[], ${topics.map((t) => t.subscription)}::text[]) as w(id, subscription)
-    join topics t on t.id = w.id and t.project_id = ${projectId}
-    cross join unnest(${contactIds}::text[]) as c(id)
-    on conflict (contact_id, topic_id) do update set subscription = excluded.subscription, updated_at = now()`;
+/**
+ * A batch of checked rows into the project's contacts, in one statement. `columns` are the
+ * rows' values (rows.ts `RowValues`), a column each, sent as arrays; an empty string is no value.
+ * New addresses are inserted under `ids`; with `upsert`, contacts of the others take the row's
+ * non-empty fields and their properties merge; every contact inserted or updated joins the
+ * segments and takes the topics' subscriptions (a segment or topic deleted meanwhile is passed
+ * over). Properties are built in SQL from a column each, so no row is written as JSON in between.
+ * The update sees the contacts as they were before the statement, so an address is never both
+ * created and updated; the batch holds an address once.
+ */
+export async function mergeBatch(tx: TxSql, projectId: string, plan: MergePlan, ids: string[], columns: string[][]) {
+  const [emails, firstNames, lastNames, flags, ...props] = columns;
+  const name = (n: number) => tx(`p${n}`);
+  const properties = plan.properties.length
+    ? tx`jsonb_strip_nulls(jsonb_build_object(${plan.properties.map((p, n) => tx`${n ? tx`,` : tx``} ${p.key}::text,
+        nullif(i.${name(n)}, '')${p.type === 'number' ? tx`::numeric` : tx``}`)}))`
+    : tx`'{}'::jsonb`;
+  const updated = plan.onConflict === 'upsert'
+    ? tx`
+        update contacts c set
+          first_name = coalesce(nullif(i.first_name, ''), c.first_name),
+          last_name = coalesce(nullif(i.last_name, ''), c.last_name),
+          unsubscribed = coalesce(nullif(i.unsubscribed, '')::bool, c.unsubscribed),
+          properties = c.properties || ${properties},
+          updated_at = now()
+        from i
+        where not exists (select from created where created.id = i.id)
+          and c.project_id = ${projectId} and lower(c.email) = lower(i.email)
+        returning c.id`
+    : tx`select null::text as id where false`;
+  const segmented = plan.segmentIds.length
+    ? tx`, segmented as (
+        insert into contact_segments (segment_id, contact_id, project_id)
+        select s.id, t.id, ${projectId}
+        from segments s cross join touched t
+        where s.project_id = ${projectId} and s.id = any(${plan.segmentIds}::text[])
+        on conflict do nothing)`
+    : tx``;
+  const subscribed = plan.topics.length
+    ? tx`, subscribed as (
+        insert into contact_topics (contact_id, topic_id, project_id, subscription)
+        select t.id, p.id, ${projectId}, w.subscription
+        from unnest(${plan.topics.map((w) => w.id)}::text[], ${plan.topics.map((w) => w.subscription)}::text[]) as w(id, subscription)
+        join topics p on p.id = w.id and p.project_id = ${projectId}
+        cross join touched t
+        on conflict (contact_id, topic_id) do update set subscription = excluded.subscription, updated_at = now())`
+    : tx``;
+  const [row] = await tx<[{ created: number; updated: number }]>`
+    with i as (
+      select * from unnest(${ids}::text[], ${emails!}::text[], ${firstNames!}::text[], ${lastNames!}::text[], ${flags!}::text[]
+        ${each(tx, props.map((values) => tx`, ${values}::text[]`))})
+        as i(id, email, first_name, last_name, unsubscribed ${each(tx, props.map((_, n) => tx`, ${name(n)}`))})
+    ), created as (
+      insert into contacts (id, project_id, email, first_name, last_name, unsubscribed, properties)
+      select i.id, ${projectId}, i.email, nullif(i.first_name, ''), nullif(i.last_name, ''),
+        coalesce(nullif(i.unsubscribed, '')::bool, false), ${properties}
+      from i
+      on conflict (project_id, lower(email)) do nothing
+      returning id
+    ), updated as (${updated}),
+    touched as (select id from created union all select id from updated)
+    ${segmented} ${subscribed}
+    select (select count(*) from created)::int as created, (select count(*) from updated)::int as updated`;
+  return row;
 }
 
 export type Advance = { fromBytes: number; bytes: number; lines: number; total: number; created: number; updated: number; skipped: number; failed: number; errors: ImportError[] };
