@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { setMimeBudget } from '../../src/platform/mime-pool.ts';
 import { HEALTHZ_BOUND_MS, qpMessage, serveApp, warmMimePool, whileProbing } from '../helpers/hostile.ts';
 import { SmtpSession, emailIdOf, startTestRelay } from './setup.ts';
+import { withinBudget } from '../helpers/responsiveness.ts';
 
 // §22.1: a quoted-printable part of 10 MiB whose lines are 997 spaces and an `x` costs seconds to
 // decode. Relayed, its bodies are read once, in the MIME pool, as it is accepted; reading it back
@@ -72,11 +73,13 @@ test('a 10 MiB quoted-printable part relayed, then read with /v1 and /resend: /h
 
 test('the same 10 MiB quoted-printable message received: /healthz within 250 ms; over budget it is refused with 422 naming the budget', async () => {
   const beta = await ctx.tenant('beta');
-  const { result: res, worst } = await whileProbing(url, 'QP 10 MiB received', async () => {
+  // The best of three attempts, as the other responsiveness tests: a parse that held the event loop
+  // would hold it every time, a busy machine only now and then.
+  const { result: res, worst } = await withinBudget(3, HEALTHZ_BOUND_MS, () => whileProbing(url, 'QP 10 MiB received', async () => {
     // Handed to the app in this process without a socket: the upload's own writes are not the API's work.
     const r = await ctx.app.request('/v1/sink/inbound', { method: 'POST', headers: { authorization: `Bearer ${beta.key}`, 'content-type': 'message/rfc822' }, body: new Uint8Array(qpText) });
     return { status: r.status, body: (await r.json()) as Record<string, any> };
-  });
+  }));
   assert.equal(res.status, 422, JSON.stringify(res.body).slice(0, 300));
   assert.match(res.body.detail[0].msg, /parse time budget \(4 s\)/);
   assert.deepEqual(res.body.detail[0].loc, ['body']);
