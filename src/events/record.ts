@@ -1,7 +1,7 @@
 import type { PendingQuery, Row } from 'postgres';
 import type { Sql, TxSql } from '../platform/db.ts';
 import { ID_PREFIX, newId } from '../platform/ids.ts';
-import { FLUSH_KEY_PREFIX, FLUSH_MAX_ATTEMPTS, markInflight } from '../webhooks/queries.ts';
+import { FLUSH_KEY_PREFIX, FLUSH_MAX_ATTEMPTS, flushLock, markInflight } from '../webhooks/queries.ts';
 
 export const EVENT_TYPES = [
   'email.sent',
@@ -124,6 +124,8 @@ export function flushJobsForNewDeliveries(sql: Sql | TxSql) {
           select row('webhook__flush', json_build_object('endpoint_id', f.endpoint_id, 'project_id', f.project_id), null, now(),
                      ${FLUSH_MAX_ATTEMPTS}, ${FLUSH_KEY_PREFIX} || f.endpoint_id, null, null)::graphile_worker.job_spec
           from (select distinct endpoint_id, project_id from new_deliveries) f
+          -- Taken before add_jobs runs, as its argument is built; see flushLock.
+          cross join lateral (select ${flushLock(sql, sql`f.endpoint_id`, 'shared')}) locked
           -- One order for every transaction, so two that flush the same endpoints cannot deadlock.
           order by f.endpoint_id)))
       end`;

@@ -2,7 +2,7 @@ import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import type { Sql } from '../platform/db.ts';
 import { createAttempter, type Attempt, type AttemptDeps, type Attempter } from './attempt.ts';
-import { flushJob } from './queries.ts';
+import { flushJob, flushLock } from './queries.ts';
 
 const Payload = z.object({ endpoint_id: z.string().min(1), project_id: z.string().min(1) });
 
@@ -51,17 +51,22 @@ type ClaimedRow = { [K in keyof Attempt]: K extends 'url' | 'eventId' ? string |
  * earlier time.
  */
 async function handOver(sql: Sql, projectId: string, endpointId: string, unattempted: string[]) {
-  if (unattempted.length) {
-    await sql`
-      update webhook_deliveries set leased_until = null
-      where id = any(${unattempted}) and project_id = ${projectId} and status = 'pending' and attempt_count = 0`;
-  }
-  const schedule = { runAt: sql`greatest(t.due, now())`, keyMode: sql`case when t.due <= now() then 'replace' else 'preserve_run_at' end` };
-  await sql`
-    select ${flushJob(sql, endpointId, projectId, schedule)}
-    from (select min(coalesce(leased_until, now())) as due from webhook_deliveries
-          where endpoint_id = ${endpointId} and project_id = ${projectId} and status = 'pending' and attempt_count = 0) t
-    where t.due is not null`;
+  await sql.begin(async (tx) => {
+    // Deliveries being added now commit first, so the look below cannot miss one whose flush job
+    // this run's own lock on the job swallowed.
+    await tx`select ${flushLock(tx, tx`${endpointId}::text`, 'exclusive')}`;
+    if (unattempted.length) {
+      await tx`
+        update webhook_deliveries set leased_until = null
+        where id = any(${unattempted}) and project_id = ${projectId} and status = 'pending' and attempt_count = 0`;
+    }
+    const schedule = { runAt: tx`greatest(t.due, now())`, keyMode: tx`case when t.due <= now() then 'replace' else 'preserve_run_at' end` };
+    await tx`
+      select ${flushJob(tx, endpointId, projectId, schedule)}
+      from (select min(coalesce(leased_until, now())) as due from webhook_deliveries
+            where endpoint_id = ${endpointId} and project_id = ${projectId} and status = 'pending' and attempt_count = 0) t
+      where t.due is not null`;
+  });
 }
 
 /**

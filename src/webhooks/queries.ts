@@ -135,6 +135,18 @@ export const FLUSH_MAX_ATTEMPTS = 25;
 export const FLUSH_KEY_PREFIX = 'webhook__flush:';
 
 /**
+ * The advisory lock, held to commit, between adding an endpoint's deliveries (shared) and a flush
+ * looking for what it leaves behind (exclusive). graphile-worker's `add_job` gives up on a keyed
+ * job that a worker locks while the call runs: that flush may already have looked and found
+ * nothing. Waiting for the adding transactions first means the flush sees what they added.
+ * `endpointId` is SQL: a parameter or a column.
+ */
+export function flushLock(sql: Sql | TxSql, endpointId: PendingQuery<Row[]>, mode: 'shared' | 'exclusive') {
+  const key = sql`hashtextextended(${FLUSH_KEY_PREFIX} || ${endpointId}, 0)`;
+  return mode === 'shared' ? sql`pg_advisory_xact_lock_shared(${key})` : sql`pg_advisory_xact_lock(${key})`;
+}
+
+/**
  * The `webhook__flush` job that posts an endpoint's deliveries not yet attempted, due now unless
  * `schedule` says otherwise (SQL for its `run_at` and `job_key_mode`). Keyed by the endpoint:
  * adding it again while one waits makes that one due now, and while one runs queues the next,
@@ -178,7 +190,7 @@ export async function insertRedelivery(sql: Sql, projectId: string, endpointId: 
                   email_id, tableoid::regclass::text as partition),
       ${markInflight(tx, tx`made`)}
       select id, event_id, status, attempt_count, created_at, last_attempt_at, next_attempt_at, response_status, error from made`;
-    if (row) await tx`select ${flushJob(tx, endpointId, projectId)}`;
+    if (row) await tx`select ${flushLock(tx, tx`${endpointId}::text`, 'shared')}, ${flushJob(tx, endpointId, projectId)}`;
     return row;
   });
 }

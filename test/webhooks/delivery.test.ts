@@ -13,6 +13,8 @@ import { createAttempter } from '../../src/webhooks/attempt.ts';
 import { FLUSH_IN_FLIGHT, flushEndpoint } from '../../src/webhooks/flush.task.ts';
 import { setTimeout } from 'node:timers/promises';
 import { createLogger } from '../../src/platform/log.ts';
+import { newId } from '../../src/platform/ids.ts';
+import { flushLock } from '../../src/webhooks/queries.ts';
 import { deliveriesFor, emitEvent, emitEvents, endpointState, fakeDns, receiverVerifies, unqueuedDelivery, webhookWorker } from './helpers.ts';
 
 const worker = webhookWorker();
@@ -449,6 +451,43 @@ describe('webhook delivery', { concurrency: true }, () => {
     const rows = await settled(t.endpoint.id, 24);
     assert.ok(rows.every((r) => r.status === 'delivered' && r.attemptCount === 1));
     assert.equal(t.requests().filter((r) => r.headers['webhook-id'] === held.eventId).length, 1);
+  });
+
+  test('a delivery committed while a flush finds nothing is sent, though the job it added was swallowed by that flush', async () => {
+    // graphile-worker drops a keyed job added while a worker locks it; the flush holding that lock
+    // may have looked already. The adding transaction is held open here, without a job, until the
+    // flush is done looking: the flush waits for it, sees the delivery, and queues the next flush.
+    const t = await endpointAt('/flush-swallowed');
+    const sql = createSql(ctx.url, { max: 4 });
+    after(() => sql.end());
+    const attempter = createAttempter({ config: ctx.config, sql, log: createLogger('silent'), webhooks: overrides });
+    let commit = () => {};
+    const committing = new Promise<void>((resolve) => { commit = resolve; });
+    let added = () => {};
+    const addedRow = new Promise<void>((resolve) => { added = resolve; });
+    const adding = sql.begin(async (tx) => {
+      const emailId = newId('email');
+      const eventId = newId('event');
+      await tx`select ${flushLock(tx, tx`${t.endpoint.id}::text`, 'shared')}`;
+      await tx`insert into emails (id, project_id, from_address, to_addresses, subject, text)
+        values (${emailId}, ${t.projectId}, 'sender@example.com', ${['someone@example.com']}, 'hello', 'hi')`;
+      await tx`insert into events (id, project_id, email_id, type, data)
+        values (${eventId}, ${t.projectId}, ${emailId}, 'email.delivered', ${tx.json({ to: ['someone@example.com'] })})`;
+      await tx`insert into webhook_deliveries (id, project_id, endpoint_id, event_id, email_id) values (${newId('delivery')}, ${t.projectId}, ${t.endpoint.id}, ${eventId}, ${emailId})`;
+      added();
+      await committing;
+    });
+    await addedRow;
+    let flushed = false;
+    const flushing = flushEndpoint(sql, attempter, t.projectId, t.endpoint.id).then(() => { flushed = true; });
+    await setTimeout(300);
+    assert.equal(flushed, false, 'the flush waits for the transaction adding to its endpoint');
+    commit();
+    await adding;
+    await flushing;
+    const [row] = await settled(t.endpoint.id, 1);
+    assert.equal(row!.status, 'delivered');
+    assert.equal(t.requests().length, 1);
   });
 
   test('a flush told to stop lets go of what it has not sent, and a flush to come sends it', async () => {
