@@ -179,6 +179,10 @@ export function BroadcastPage(props: Base & {
       </IfAllowed>
 
       <h2>Content</h2>
+      {b.templateId !== null && (
+        <p class="muted" id="broadcast-template">Rendered from template <code>{b.templateId}</code> version {b.templateVersion}
+          {editable(b) ? '; saving with the HTML and text as they are keeps it, editing them makes the content this broadcast\'s own.' : '.'}</p>
+      )}
       {editable(b)
         ? (
           <Form action={p} csrf={props.csrf} readOnly>

@@ -36,6 +36,20 @@ function composed(body: Record<string, unknown>) {
   return { typed, request };
 }
 
+/** A textarea's value as the browser sends it back: CRLF line ends, and no newline first (HTML drops it). */
+const asSubmitted = (s: string | null) => (s ?? '').replace(/\r\n?/g, '\n').replace(/^\n/, '');
+
+/**
+ * A broadcast rendered from a template stays the template's when the edit leaves its html and text
+ * as shown: only content typed over them makes it inline (as the API's update does).
+ */
+function keepingTemplate(request: ReturnType<typeof composed>['request'], stored: BroadcastRow) {
+  if (stored.templateId === null) return request;
+  if (asSubmitted(request.html) !== asSubmitted(stored.html) || asSubmitted(request.text) !== asSubmitted(stored.text)) return request;
+  const { html: _html, text: _text, ...rest } = request;
+  return rest;
+}
+
 async function choices(c: Context<DashEnv>) {
   const [segments, topics] = await Promise.all([
     listSegments(c.var.deps.sql, c.var.project.id, { limit: 500 }),
@@ -111,8 +125,9 @@ export function registerBroadcastRoutes(app: Hono<DashEnv>) {
   app.post('/projects/:projectId/broadcasts/:broadcastId', async (c) => {
     const id = urlId(c, 'broadcastId', 'broadcast');
     const { typed, request } = composed(await c.req.parseBody());
+    const stored = await requireBroadcast(c.var.deps.sql, c.var.project.id, id);
     try {
-      await updateBroadcast(c.var.deps.sql, c.var.project.id, id, request);
+      await updateBroadcast(c.var.deps.sql, c.var.project.id, id, keepingTemplate(request, stored));
     } catch (err) {
       return showBroadcast(c, id, { error: problemsOf(err), typed, status: 422 });
     }

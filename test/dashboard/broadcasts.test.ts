@@ -60,6 +60,35 @@ test('compose: a draft is saved from the list\'s form, listed, edited; a bad one
   assert.match(bad.text, /&lt;p&gt;kept&lt;\/p&gt;<\/textarea>/);
 });
 
+test('edit: a broadcast made from a template stays the template\'s when saved as shown, and becomes inline once its html is edited', async () => {
+  const made = await ctx.call(a.key, '/v1/templates', { method: 'POST', body: {
+    name: 'Monthly', alias: 'dash-monthly', from: 'News <news@example.test>', subject: 'News: {{headline}}',
+    html: '<p>Hello,\n{{headline}}</p>', text: 'Line one\n{{headline}}', variables: [{ key: 'headline', type: 'string', fallback_value: null }],
+  } });
+  assert.equal(made.status, 201, await made.clone().text());
+  const templateId = ((await made.json()) as { id: string }).id;
+  assert.equal((await ctx.call(a.key, `/v1/templates/${templateId}/publish`, { method: 'POST' })).status, 200);
+  const created = await ctx.call(a.key, '/v1/broadcasts', { method: 'POST', body: { segment_id: seg.id, name: 'From a template', template: { id: templateId, variables: { headline: 'June' } } } });
+  assert.equal(created.status, 201, await created.clone().text());
+  const bc = (await created.json()) as { id: string; html: string; text: string };
+  const page = `${P}/broadcasts/${bc.id}`;
+  const templateOf = async () => (await ctx.sql<[{ templateId: string | null; html: string }]>`select template_id, html from broadcasts where id = ${bc.id}`)[0];
+
+  const shown = await b.get(page);
+  assert.match(shown.text, new RegExp(`id="broadcast-template"[^>]*>Rendered from template <code>${templateId}</code> version 1`));
+  // Saved as a browser submits the form: a new name, the textareas as shown, with CRLF line ends.
+  const asShown = { name: 'Renamed', segment_id: seg.id, topic_id: '', from: 'News <news@example.test>', subject: 'News: June', preview_text: '',
+    html: bc.html.replace(/\n/g, '\r\n'), text: bc.text.replace(/\n/g, '\r\n') };
+  assert.equal((await b.post(page, asShown)).res.status, 303);
+  assert.equal((await templateOf()).templateId, templateId, 'a save that leaves the content as shown keeps the template');
+
+  await b.get(page);
+  assert.equal((await b.post(page, { ...asShown, html: '<p>My own words</p>' })).res.status, 303);
+  const edited = await templateOf();
+  assert.deepEqual({ ...edited }, { templateId: null, html: '<p>My own words</p>' });
+  assert.doesNotMatch((await b.get(page)).text, /id="broadcast-template"/);
+});
+
 test('preview: rendered for a chosen contact in a sandboxed frame under its own CSP; a test goes to the address typed', async () => {
   const page = await draft();
   const blank = await b.get(`${page}/preview`);
