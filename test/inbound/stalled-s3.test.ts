@@ -1,4 +1,4 @@
-import { test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startSqsPolling } from '../../src/events/sqs-poll.ts';
 import { createLogger } from '../../src/platform/log.ts';
@@ -65,26 +65,58 @@ async function eventsBehind(projectId: string, queueUrl: string, count: number) 
 const storedIds = async (projectId: string) =>
   (await sql<{ sesMessageId: string }[]>`select ses_message_id from received_emails where project_id = ${projectId}`).map((r) => r.sesMessageId);
 
-test('a stalled S3 read holds only its own message: bounces and complaints behind it are recorded, and it is stored once S3 answers', { timeout: 150_000 }, async (tc) => {
-  const t = await project('stall.acme.test');
-  // The real deadlines: 10 s for the headers, 30 s of silence in the body.
-  const polling = await startSqsPolling({ config, sql, log }, { waitTimeSeconds: 1, refreshMs: 100, backoffBaseMs: 20, backoffMaxMs: 100 });
-  try {
-    const key = await stalledInFlight(t.queueUrl, 'stall.acme.test', 'stalled-1');
-    const stalledAt = Date.now();
-    const recorded = await eventsBehind(t.projectId, t.queueUrl, 12);
-    await waitFor('bounces and complaints recorded behind the stall', recorded, 60_000, 50);
-    assert.ok(Date.now() - stalledAt < 60_000, `recorded ${Date.now() - stalledAt} ms after the stall began`);
-    tc.diagnostic(`bounces and complaints recorded ${Date.now() - stalledAt} ms after the stall began`);
-    assert.deepEqual(await storedIds(t.projectId), [], 'the stalled message is not stored yet');
-    assert.equal(sqs.remaining(t.queueUrl), 1, 'and it is still in the queue');
+// The two that wait out real deadlines run together. The worker process of the SIGTERM test polls
+// every connected queue, so it runs apart, after them.
+describe('real deadlines', { concurrency: true }, () => {
+  test('a stalled S3 read holds only its own message: bounces and complaints behind it are recorded, and it is stored once S3 answers', { timeout: 150_000 }, async (tc) => {
+    const t = await project('stall.acme.test');
+    // The real deadlines: 10 s for the headers, 30 s of silence in the body.
+    const polling = await startSqsPolling({ config, sql, log }, { waitTimeSeconds: 1, refreshMs: 100, backoffBaseMs: 20, backoffMaxMs: 100 });
+    try {
+      const key = await stalledInFlight(t.queueUrl, 'stall.acme.test', 'stalled-1');
+      const stalledAt = Date.now();
+      const recorded = await eventsBehind(t.projectId, t.queueUrl, 12);
+      await waitFor('bounces and complaints recorded behind the stall', recorded, 60_000, 50);
+      assert.ok(Date.now() - stalledAt < 60_000, `recorded ${Date.now() - stalledAt} ms after the stall began`);
+      tc.diagnostic(`bounces and complaints recorded ${Date.now() - stalledAt} ms after the stall began`);
+      assert.deepEqual(await storedIds(t.projectId), [], 'the stalled message is not stored yet');
+      assert.equal(sqs.remaining(t.queueUrl), 1, 'and it is still in the queue');
 
-    s3.unstall('inbound-mail', key);
-    // The stalled read ends at its 30 s idle deadline; the message comes back after its visibility.
-    await waitFor('the stalled message stored once S3 answers', async () => (await storedIds(t.projectId)).includes('stalled-1') && sqs.remaining(t.queueUrl) === 0, 60_000, 100);
-  } finally {
-    await polling.close();
-  }
+      s3.unstall('inbound-mail', key);
+      // The stalled read ends at its 30 s idle deadline; the message comes back after its visibility.
+      await waitFor('the stalled message stored once S3 answers', async () => (await storedIds(t.projectId)).includes('stalled-1') && sqs.remaining(t.queueUrl) === 0, 60_000, 100);
+    } finally {
+      await polling.close();
+    }
+  });
+
+  test('S3 GetObject gives up at its deadlines: 10 s for the headers, 30 s of silence in the body', { timeout: 120_000 }, async () => {
+    const t = await project('deadline.acme.test');
+    const conn = (await getProviderConnection(sql, config, t.projectId))!;
+    const store = s3ObjectStore(config, conn);
+    s3.put('inbound-mail', 'mail/no-headers', Buffer.from('never sent'));
+    s3.stall('inbound-mail', 'mail/no-headers', 'headers');
+    s3.put('inbound-mail', 'mail/no-body', Buffer.from('never sent'));
+    s3.stall('inbound-mail', 'mail/no-body');
+
+    const [headers, body] = await Promise.all([
+      (async () => {
+        const started = Date.now();
+        const err = await store.open('inbound-mail', 'mail/no-headers').then(() => undefined, (e: Error) => e);
+        return { err, took: Date.now() - started };
+      })(),
+      (async () => {
+        const object = await store.open('inbound-mail', 'mail/no-body');
+        const started = Date.now();
+        const err = await (async () => { for await (const _ of object.body) { /* nothing comes */ } })().then(() => undefined, (e: Error) => e);
+        return { err, took: Date.now() - started };
+      })(),
+    ]);
+    assert.equal(headers.err?.name, 'TimeoutError', String(headers.err));
+    assert.ok(headers.took >= 9_500 && headers.took < 15_000, `headers gave up after ${headers.took} ms`);
+    assert.ok(body.err, 'the body read ends in an error');
+    assert.ok(body.took >= 29_000 && body.took < 40_000, `the body gave up after ${body.took} ms of silence`);
+  });
 });
 
 test('SIGTERM stops the worker within 30 s with a stalled S3 read in flight, after recording the bounces behind it', { skip: redisUrl ? false : REDIS_SKIP_REASON, timeout: 150_000 }, async (tc) => {
@@ -114,32 +146,4 @@ test('SIGTERM stops the worker within 30 s with a stalled S3 read in flight, aft
   assert.doesNotMatch(out, /"step":"sqs-poll"[^\n]*did not finish/, 'the poll stopped on its own, not abandoned at the shutdown budget');
   assert.deepEqual(await storedIds(t.projectId), []);
   assert.equal(sqs.remaining(t.queueUrl), 1, 'the stalled message is left in the queue, not lost');
-});
-
-test('S3 GetObject gives up at its deadlines: 10 s for the headers, 30 s of silence in the body', { timeout: 120_000 }, async () => {
-  const t = await project('deadline.acme.test');
-  const conn = (await getProviderConnection(sql, config, t.projectId))!;
-  const store = s3ObjectStore(config, conn);
-  s3.put('inbound-mail', 'mail/no-headers', Buffer.from('never sent'));
-  s3.stall('inbound-mail', 'mail/no-headers', 'headers');
-  s3.put('inbound-mail', 'mail/no-body', Buffer.from('never sent'));
-  s3.stall('inbound-mail', 'mail/no-body');
-
-  const [headers, body] = await Promise.all([
-    (async () => {
-      const started = Date.now();
-      const err = await store.open('inbound-mail', 'mail/no-headers').then(() => undefined, (e: Error) => e);
-      return { err, took: Date.now() - started };
-    })(),
-    (async () => {
-      const object = await store.open('inbound-mail', 'mail/no-body');
-      const started = Date.now();
-      const err = await (async () => { for await (const _ of object.body) { /* nothing comes */ } })().then(() => undefined, (e: Error) => e);
-      return { err, took: Date.now() - started };
-    })(),
-  ]);
-  assert.equal(headers.err?.name, 'TimeoutError', String(headers.err));
-  assert.ok(headers.took >= 9_500 && headers.took < 15_000, `headers gave up after ${headers.took} ms`);
-  assert.ok(body.err, 'the body read ends in an error');
-  assert.ok(body.took >= 29_000 && body.took < 40_000, `the body gave up after ${body.took} ms of silence`);
 });

@@ -10,10 +10,10 @@ import { ses as sesEvents, snsEnvelope } from '../events/fixtures.ts';
 import { PAUSED_CHANNEL } from '../../src/reputation/queries.ts';
 
 // §19.4 end to end: the worker sends through the fake SES at its pace, SES's bounces come back
-// through the fake SQS 30 s late, and the poller's recording of the crossing bounce pauses the
-// project. Real time is the rule here: with 6% bounces 30 s late, the 1 h window reaches the 4%
-// pause only when t × 0.04 ≤ (t − 30 s) × 0.06, at t = 90 s, whatever the pace. The pace (20/s,
-// about 17/s with the pacing's headroom) leaves about a quarter of the run unsent then.
+// through the fake SQS 15 s late, and the poller's recording of the crossing bounce pauses the
+// project. Real time is the rule here: with 6% bounces 15 s late, the 1 h window reaches the 4%
+// pause only when t × 0.04 ≤ (t − 15 s) × 0.06, at t = 45 s, whatever the pace. The pace (40/s,
+// about 34/s with the pacing's headroom) leaves about a quarter of the run unsent then.
 const ses = await startFakeSes();
 const sqs = await startFakeSqs();
 const CONCURRENCY = 8;
@@ -21,18 +21,19 @@ const ctx = await createTestContext({
   env: { AWS_ENDPOINT_URL_SESV2: ses.url, AWS_ENDPOINT_URL_SQS: sqs.endpoint, WORKER_CONCURRENCY: String(CONCURRENCY) },
 });
 const TOTAL = 2000;
-const LATE_MS = 30_000;
-Object.assign(ses.quota, { maxSendRate: 20, max24HourSend: 1_000_000 });
+const LATE_MS = 15_000;
+const RATE = 40;
+Object.assign(ses.quota, { maxSendRate: RATE, max24HourSend: 1_000_000 });
 
 /** Every 50th email from 7, 24 and 41 on: 6%, spread evenly through the run. */
 const bounces = (i: number) => [7, 24, 41].includes(i % 50);
 
-test('2,000 emails with 6% hard bounces 30 s late: paused with the rest held, and a resume sends every held email once', { timeout: 300_000 }, async () => {
+test('2,000 emails with 6% hard bounces 15 s late: paused with the rest held, and a resume sends every held email once', { timeout: 300_000 }, async () => {
   const t = await ctx.tenant('fixture');
   const queueUrl = sqs.createQueue('fixture-events');
   await connectProvider(ctx.sql, ctx.config, {
     projectId: t.projectId, region: 'us-east-1', accessKeyId: 'AKIDFIXTURE', secretAccessKey: 'secret',
-    eventsQueueUrl: queueUrl, sendQuota: { maxSendRate: 20, max24HourSend: 1_000_000 },
+    eventsQueueUrl: queueUrl, sendQuota: { maxSendRate: RATE, max24HourSend: 1_000_000 },
   });
   for (let b = 0; b < TOTAL / 100; b++) {
     const batch = Array.from({ length: 100 }, (_, k) => ({ from: 'Shop <news@shop.example>', to: `r${b * 100 + k}@example.net`, subject: 'Spring', text: 'Hello' }));
@@ -40,7 +41,7 @@ test('2,000 emails with 6% hard bounces 30 s late: paused with the rest held, an
     assert.equal(res.status, 201, await res.clone().text());
   }
 
-  // SES answers each bouncing recipient's message with a Permanent bounce, 30 s later. Once the
+  // SES answers each bouncing recipient's message with a Permanent bounce, 15 s later. Once the
   // project is paused its list is taken to be cleaned: mail sent after the resume does not bounce.
   let resumed = false;
   const timers = new Set<NodeJS.Timeout>();
@@ -132,7 +133,7 @@ test('2,000 emails with 6% hard bounces 30 s late: paused with the rest held, an
   assert.ok(displacement <= CONCURRENCY * 2, `held mail leaves in order (an email at most ${displacement} places from its turn among ${order.length}; throttled ${ses.stats.throttled}; ${JSON.stringify(outOfTurn)})`);
 
   const peak = ses.peakRecipientsPerSecond();
-  assert.ok(peak <= 20, `the SES pace holds after the resume (peak ${peak}/s)`);
+  assert.ok(peak <= RATE, `the SES pace holds after the resume (peak ${peak}/s)`);
   process.stdout.write(`# fixture run: paused ${((pausedMs - started) / 1000).toFixed(1)} s into the run; crossing bounce queued -> pause committed ${committedAt - crossingQueuedAt} ms (stamped ${pausedMs - crossingQueuedAt} ms); ` +
     `sent after the crossing event ${leftAfter}; held ${held} (+1 accepted while paused), all sent ${drainSeconds.toFixed(1)} s after the resume; ` +
     `at the pause: ${JSON.stringify(reputation.windows.map((w) => [w.scope, w.window, w.sent, w.bounced]))}\n`);
