@@ -333,6 +333,8 @@ export type ClaimedEmail = EmailEnvelopeRow & {
   messageIdHeader: string | null;
   /** The message as submitted over SMTP, sent as it is; null for API mail, which is composed. */
   rawMessage: Buffer | null;
+  /** A relayed email's text and html, read from its message by the worker to be stored as it settles. */
+  bodiesRead?: { text: string | null; html: string | null };
   leaseOwner: string;
   tags: { name: string; value: string }[];
   /** Whether the project has a provider connection; without one the email goes to the sink. */
@@ -493,6 +495,15 @@ export async function giveUpLeaseLate(sql: Sql, email: ClaimedEmail): Promise<bo
 }
 
 /**
+ * Stores the text and html the worker read from a relayed email's message, so no read of the
+ * email parses it; nothing for other mail. Bodies already there (or purged meanwhile) are kept.
+ */
+const storeBodiesRead = (tx: TxSql | Sql, email: ClaimedEmail) => (email.bodiesRead
+  ? tx`html = case when body_purged then html else coalesce(html, ${email.bodiesRead.html}) end,
+      text = case when body_purged then text else coalesce(text, ${email.bodiesRead.text}) end,`
+  : tx``);
+
+/**
  * `sent` (plus `delivered` for the sink, which is the receiving server) with its events, their
  * webhook deliveries and jobs: one statement, one round trip. False if the lease was lost, and
  * then nothing is recorded.
@@ -501,7 +512,7 @@ export async function markSent(sql: Sql, email: ClaimedEmail, providerMessageId:
   const [row] = await commitShared(sql, (tx) => recordEventsStatement(tx, tx`
     update ${CLAIMED(tx, email)} set status = 'sent', sent_at = now(), provider_message_id = ${providerMessageId},
       delivered_at = ${delivered ? tx`now()` : tx`delivered_at`}, last_error = null, updated_at = now(),
-      lease_owner = null, lease_expires_at = null
+      ${storeBodiesRead(tx, email)} lease_owner = null, lease_expires_at = null
     where ${HELD(tx, email)}
     returning id, project_id, tags, broadcast_id`, events));
   return row!.matched > 0;
@@ -511,7 +522,7 @@ export async function markSent(sql: Sql, email: ClaimedEmail, providerMessageId:
 export async function markFailed(sql: Sql, email: ClaimedEmail, lastError: string, events: EmailEvent[]) {
   const [row] = await commitShared(sql, (tx) => recordEventsStatement(tx, tx`
     update ${CLAIMED(tx, email)} set status = 'failed', last_error = ${lastError}, updated_at = now(),
-      lease_owner = null, lease_expires_at = null
+      ${storeBodiesRead(tx, email)} lease_owner = null, lease_expires_at = null
     where ${HELD(tx, email)}
     returning id, project_id, tags, broadcast_id`, events));
   return row!.matched > 0;

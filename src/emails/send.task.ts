@@ -15,6 +15,7 @@ import { quotaRereadDone, rereadQuotaAfterThrottle } from '../providers/quota.ts
 import { getProviderConnection } from '../providers/connections.ts';
 import { settlePending, settleSentWhenBack } from './settle-later.ts';
 import { LEASE_SECONDS } from './leases.ts';
+import { submittedBodies } from './submitted-bodies.ts';
 import { transportFor, type Envelope, type SendOptions, type Transport } from '../providers/transport.ts';
 import { bareAddress, normaliseAddress } from '../suppressions/address.ts';
 import { suppressedAmong } from '../suppressions/queries.ts';
@@ -91,11 +92,33 @@ function messageFor(deps: WorkerDeps, email: ClaimedEmail, log: Logger, outgoing
 }
 
 /**
+ * A relayed email's text and html, read once from its message in the MIME pool (§22.1) while it
+ * is sent, to be stored as it settles: the relay's acceptance reads only the header section, and
+ * no read of the email parses the message. Started once per attempt; a read that fails stores
+ * nothing, and the email is still settled.
+ */
+const bodiesReading = new WeakMap<ClaimedEmail, Promise<void>>();
+function readBodies(email: ClaimedEmail, log: Logger): Promise<void> {
+  const raw = email.rawMessage;
+  if (!raw || email.html !== null || email.text !== null) return Promise.resolve();
+  let reading = bodiesReading.get(email);
+  if (!reading) {
+    reading = submittedBodies(raw, log).then(
+      (bodies) => { email.bodiesRead = bodies; },
+      (err: unknown) => { log.warn({ err: (err as Error).message }, 'relayed message\'s bodies not read; it is shown without them'); },
+    );
+    bodiesReading.set(email, reading);
+  }
+  return reading;
+}
+
+/**
  * Records `sent`. The provider has accepted the message, so it is never released to be sent
  * again: if the database refuses the record now (a restart, a failover), the message id is kept
  * in memory and the record made when the database is back.
  */
 async function settleSent(deps: WorkerDeps, email: ClaimedEmail, messageId: string, viaSink: boolean, visible: string[], recipients: number) {
+  await readBodies(email, deps.log);
   // SES counts each recipient it was handed (bcc included) toward the account's rates; the sink's never reach SES.
   const events: EmailEvent[] = [{ type: 'email.sent', data: { to: visible, provider_message_id: messageId }, ...(viaSink ? {} : { reputation: { metric: 'sent', n: recipients } }) }];
   if (viaSink) events.push({ type: 'email.delivered', data: { to: visible, smtp_response: SINK_SMTP_RESPONSE } });
@@ -107,7 +130,8 @@ async function settleSent(deps: WorkerDeps, email: ClaimedEmail, messageId: stri
   }
 }
 
-async function settleFailed(sql: Sql, email: ClaimedEmail, lastError: LastError, message: string) {
+async function settleFailed(sql: Sql, log: Logger, email: ClaimedEmail, lastError: LastError, message: string) {
+  await readBodies(email, log);
   await q.markFailed(sql, email, lastError, [{ type: 'email.failed', data: { reason: lastError, message } }]);
 }
 
@@ -278,7 +302,7 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
 
   // An email whose body retention purged (an older release purged unsent mail) would go out blank.
   if (email.bodyPurged) {
-    await settleFailed(sql, email, EXPIRED_UNSENT, 'Its body was removed by retention (BODY_RETENTION_DAYS) before it could be sent.');
+    await settleFailed(sql, log, email, EXPIRED_UNSENT, 'Its body was removed by retention (BODY_RETENTION_DAYS) before it could be sent.');
     log.warn('email failed: its body was purged before it could be sent');
     return;
   }
@@ -289,7 +313,7 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
   const keep = (list: string[]) => (suppressed.size ? list.filter((a) => !suppressed.has(normaliseAddress(a))) : list);
   let envelope = { to: keep(email.toAddresses), cc: keep(email.ccAddresses), bcc: keep(email.bccAddresses) };
   if (envelope.to.length + envelope.cc.length + envelope.bcc.length === 0) {
-    await settleFailed(sql, email, 'recipient_suppressed', 'Every recipient is on the project\'s suppression list.');
+    await settleFailed(sql, log, email, 'recipient_suppressed', 'Every recipient is on the project\'s suppression list.');
     log.info('email failed: every recipient suppressed');
     return;
   }
@@ -299,7 +323,7 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
     envelope = topic.envelope;
     if (topic.headers) email.headers = { ...topic.headers, ...email.headers };
     if (envelope.to.length + envelope.cc.length + envelope.bcc.length === 0) {
-      await settleFailed(sql, email, 'recipient_suppressed', 'Every recipient has opted out of the email\'s topic.');
+      await settleFailed(sql, log, email, 'recipient_suppressed', 'Every recipient has opted out of the email\'s topic.');
       log.info('email failed: every recipient opted out of its topic');
       return;
     }
@@ -312,6 +336,7 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
     transport = await transportFor(deps, projectId, emailId, email.hasProvider);
     // Composed before waiting for the slot, so the request leaves as close to it as possible.
     const raw = await messageFor(deps, email, log, outgoingHtml);
+    void readBodies(email, log);
     const bare = (list: string[]) => list.map(bareAddress);
     const result = await sendInTurn(sql, log, email, transport, raw, { from: bareAddress(email.fromAddress), to: bare(envelope.to), cc: bare(envelope.cc), bcc: bare(envelope.bcc), tags: email.tags }, paced);
     if (!result) return;
@@ -324,7 +349,7 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
     // SES refused the message outright: its recipients did not count against the day.
     if (paced.taken && (!outcome.retry || outcome.pace === 'daily_quota')) await giveBackSlot(sql, paced.taken);
     if (!outcome.retry) {
-      await settleFailed(sql, email, outcome.lastError, outcome.message);
+      await settleFailed(sql, log, email, outcome.lastError, outcome.message);
       log.warn({ lastError: outcome.lastError, reason: outcome.message }, 'email failed');
     } else if (outcome.pace === 'throttled') {
       await slowDown(sql, projectId, paced.taken);
@@ -337,7 +362,7 @@ async function sendClaimed(deps: WorkerDeps, email: ClaimedEmail, outgoingHtml?:
       await q.requeue(sql, email, QUOTA_RETRY_MS, false);
       log.warn({ reason: outcome.message }, 'email send waits for the daily quota');
     } else if (exhausted) {
-      await settleFailed(sql, email, 'provider_unavailable', `Gave up after ${email.attemptCount} attempts. Last: ${outcome.message}`);
+      await settleFailed(sql, log, email, 'provider_unavailable', `Gave up after ${email.attemptCount} attempts. Last: ${outcome.message}`);
       log.warn({ reason: outcome.message }, 'email failed: retries exhausted');
     } else {
       const delayMs = config.emailRetryBaseMs * 2 ** (email.attemptCount - 1);

@@ -9,7 +9,6 @@ import type { Logger } from '../platform/log.ts';
 import { checkMessageBytes, headerSectionBounds } from './checks.ts';
 import { SmtpReply } from './reply.ts';
 import { readSubmission } from './submission.ts';
-import { submittedBodies } from '../emails/submitted-bodies.ts';
 
 export type RelayDeps = { config: Config; sql: Sql; log: Logger; limiter: RateLimiter };
 
@@ -79,8 +78,6 @@ async function acceptMessage(deps: RelayDeps, stream: SMTPServerDataStream, sess
   }
   const section = checkMessageBytes(raw, { eightBit: declaresEightBit(session) });
   const submission = await readSubmission(raw, section, session.envelope.rcptTo.map((r) => r.address));
-  // Read once, here, and kept: no read of the email parses its message again (§22.1).
-  Object.assign(submission, await submittedBodies(raw, deps.log));
   const { id, replayed } = await sendSubmitted(deps, user.projectId, submission, arrival);
   deps.log.debug({ projectId: user.projectId, emailId: id, replayed, bytes: raw.length }, 'relay accepted a message');
   return id;

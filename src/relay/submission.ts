@@ -4,7 +4,7 @@ import type { Submission } from '../emails/service.ts';
 import { FromAddress, Tags, type EmailTag } from '../emails/validate.ts';
 import { isMailbox } from '../emails/mailbox.ts';
 import { badMessage } from './reply.ts';
-import { decodeWords } from '../platform/mime-pool.ts';
+import { decodeWords, isMimeRefusal } from '../platform/mime-pool.ts';
 
 const TAGS_HEADER = 'X-Mailroom-Tags';
 const MAX_MESSAGE_ID = 998;
@@ -43,7 +43,11 @@ async function subject(raw: Buffer, section: HeaderSection): Promise<string> {
   if (value === undefined) return '';
   // Plain ASCII has no encoded word to decode: no trip to the pool.
   if (!value.includes('=?')) return value;
-  return decodeWords(value);
+  // One over its parse budget keeps the Subject as written; the message is still accepted.
+  return decodeWords(value).catch((err: unknown) => {
+    if (isMimeRefusal(err)) return value;
+    throw err;
+  });
 }
 
 /** Text for the columns the API and dashboard show: PostgreSQL takes neither NUL nor lone surrogates. */

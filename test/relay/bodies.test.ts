@@ -1,10 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { browser, signIn } from '../dashboard/client.ts';
+import { startTestWorker } from '../helpers/worker.ts';
+import { settled } from '../sending/fixtures.ts';
 import { SmtpSession, emailIdOf, message, multipartMessage, startTestRelay } from './setup.ts';
 
-// The relay reads a message's text and html once, as it accepts it (in the MIME pool), and keeps
-// them in the email's columns: reads show them without parsing the message again.
+// The relay's acceptance reads only the header section. The worker reads the text and html once,
+// as the email is sent (in the MIME pool), and keeps them in the email's columns; no read parses
+// the message, so until then the bodies show as null.
 const ctx = await startTestRelay();
 const alpha = await ctx.tenant('alpha');
 
@@ -25,10 +28,21 @@ async function submit(raw: string) {
   return id;
 }
 
-test('a relayed email shows its decoded subject, text and html through /v1, /resend and the dashboard', async () => {
+test('a relayed email shows its decoded subject at once, and its text and html through /v1, /resend and the dashboard once sent', async () => {
   const id = await submit(multipart);
+  const [accepted] = await ctx.sql`select subject, text, html from emails where id = ${id}`;
+  assert.deepEqual({ ...accepted }, { subject: 'Grüße from the relay', text: null, html: null }, 'acceptance reads the header section only');
+  const early = (await (await ctx.call(alpha.key, `/v1/emails/${id}`)).json()) as Record<string, unknown>;
+  assert.deepEqual({ subject: early.subject, text: early.text, html: early.html }, { subject: 'Grüße from the relay', text: null, html: null }, 'a read never parses the message');
+
+  const worker = await startTestWorker(ctx.config, ctx.sql);
+  try {
+    assert.equal((await settled(ctx.sql, alpha.projectId, id)).status, 'sent');
+  } finally {
+    await worker.stop();
+  }
   const [row] = await ctx.sql`select subject, text, html from emails where id = ${id}`;
-  assert.deepEqual({ ...row }, { subject: 'Grüße from the relay', text: 'Grüße, Ann.', html: '<p>Grüße, <b>Ann</b>.</p>' }, 'bodies read at acceptance and kept');
+  assert.deepEqual({ ...row }, { subject: 'Grüße from the relay', text: 'Grüße, Ann.', html: '<p>Grüße, <b>Ann</b>.</p>' }, 'bodies read by the worker and kept');
   // A stored message no parser could read: the reads no longer touch it.
   await ctx.sql`update emails set raw_message = ${Buffer.from('not a message')} where id = ${id} and project_id = ${alpha.projectId}`;
 
@@ -50,6 +64,12 @@ test('a relayed email shows its decoded subject, text and html through /v1, /res
 
 test('a relayed message with no text part shows text null; purged bodies stay purged', async () => {
   const id = await submit(message({ From: 'app@example.com', To: 'ann@example.net', Subject: 'html only', 'Content-Type': 'text/html; charset=us-ascii' }, '<p>only html</p>'));
+  const worker = await startTestWorker(ctx.config, ctx.sql);
+  try {
+    assert.equal((await settled(ctx.sql, alpha.projectId, id)).status, 'sent');
+  } finally {
+    await worker.stop();
+  }
   const v1 = (await (await ctx.call(alpha.key, `/v1/emails/${id}`)).json()) as Record<string, unknown>;
   assert.deepEqual({ text: v1.text, html: v1.html }, { text: null, html: '<p>only html</p>\n' });
 

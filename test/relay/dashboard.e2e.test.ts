@@ -2,6 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import nodemailer from 'nodemailer';
 import { emailIdOf, startTestRelay } from './setup.ts';
+import { startTestWorker } from '../helpers/worker.ts';
+import { settled } from '../sending/fixtures.ts';
 import { browserSkip, serveApp, launchBrowser, watchPage, signUpOwner } from '../helpers/browser.ts';
 
 const skip = browserSkip('the relay dashboard browser test');
@@ -44,6 +46,14 @@ test('a real browser: the project page gives the relay\'s host, ports, TLS and u
   const info = await transport.sendMail({ from: 'Keycloak <auth@example.com>', to: 'ann@example.net', subject: 'Reset your password', text: 'Click.' });
   transport.close();
   const id = emailIdOf(info.response)!;
+  // The worker reads the text as it sends the email.
+  const worker = await startTestWorker(ctx.config, ctx.sql);
+  try {
+    const projectId = projectPath.split('/').at(-1)!;
+    assert.equal((await settled(ctx.sql, projectId, id)).status, 'sent');
+  } finally {
+    await worker.stop();
+  }
   await page.goto(`${origin}${projectPath}/emails`);
   await page.click('text=Reset your password');
   await page.waitForURL(new RegExp(`/emails/${id}$`));
