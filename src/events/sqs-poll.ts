@@ -27,8 +27,9 @@ export type SqsPollOptions = {
   backoffBaseMs?: number;
   backoffMaxMs?: number;
   /**
-   * Received messages fetched and parsed at once per queue. Each may be up to
-   * INBOUND_MAX_MESSAGE_BYTES, so a batch's ten are never parsed together.
+   * Received messages fetched at once per queue, parsed within the MIME pool's threads. Each may be
+   * up to INBOUND_MAX_MESSAGE_BYTES, so a batch's ten are never parsed together. More than the
+   * pool's threads, so an S3 fetch overlaps the parse before it.
    */
   receivedConcurrency?: number;
   /** S3's deadlines, for tests that cannot wait the real ones out. */
@@ -283,7 +284,7 @@ export async function startSqsPolling(deps: Deps, options: SqsPollOptions = {}) 
     refreshMs: 30_000,
     backoffBaseMs: 1_000,
     backoffMaxMs: 60_000,
-    receivedConcurrency: 2,
+    receivedConcurrency: 4,
     s3Deadlines: AWS_DEADLINES.s3,
     ...options,
   };
