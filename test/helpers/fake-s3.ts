@@ -26,6 +26,9 @@ export async function startFakeS3(opts: { closeAfterFile?: boolean } = {}) {
   /** Objects whose reads answer nothing at all. */
   const stalledHeaders = new Set<string>();
 
+  /** Object bodies being written now, and the most there ever were at once. */
+  const reading = { now: 0, peak: 0 };
+
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://s3.local');
     const [, bucket = '', ...rest] = url.pathname.split('/');
@@ -50,6 +53,9 @@ export async function startFakeS3(opts: { closeAfterFile?: boolean } = {}) {
       res.on('error', () => {});
       return;
     }
+    reading.now++;
+    reading.peak = Math.max(reading.peak, reading.now);
+    res.once('close', () => { reading.now--; });
     const it = object.chunks()[Symbol.iterator]();
     // Written with backpressure, so a large object is never held whole here either.
     const pump = () => {
@@ -68,6 +74,7 @@ export async function startFakeS3(opts: { closeAfterFile?: boolean } = {}) {
   const api = {
     endpoint,
     gets,
+    reading,
     put(bucket: string, key: string, body: Buffer) {
       if (!buckets.has(bucket)) buckets.set(bucket, new Map());
       buckets.get(bucket)!.set(key, { length: body.length, chunks: () => [body] });
