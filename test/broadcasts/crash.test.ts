@@ -13,7 +13,7 @@ const ctx = await createTestContext({ env: { PUBLIC_BASE_URL: 'https://mail.exam
 const RECIPIENTS = Number(process.env.BROADCAST_CRASH_RECIPIENTS ?? 2500);
 const KILLS = 5;
 
-test('worker SIGKILLs during a broadcast lose no recipient; a second copy only of a send in flight, same Message-ID, never a third', { skip: redisUrl ? false : REDIS_SKIP_REASON, timeout: 900_000 }, async () => {
+test('worker SIGKILLs during a broadcast lose no recipient; a second copy only of a send in flight, same Message-ID, never a third', { skip: redisUrl ? false : REDIS_SKIP_REASON, timeout: 900_000 }, async (tc) => {
   const { projectId, key } = await ctx.tenant('bc-crash');
   const { segmentId } = await seedSegment(ctx.sql, projectId, RECIPIENTS);
   const res = await ctx.call(key, '/v1/broadcasts', { method: 'POST', body: { segment_id: segmentId, from: 'a@example.test', subject: 'Hi {{{FIRST_NAME|there}}}', text: 'x' } });
@@ -53,5 +53,6 @@ test('worker SIGKILLs during a broadcast lose no recipient; a second copy only o
   const twice = copies.filter((c) => c.n > 1);
   assert.ok(copies.every((c) => c.n <= 2), 'never a third copy');
   assert.ok(twice.every((c) => c.ids === 1), 'a second copy carries the same Message-ID');
+  tc.diagnostic(`${RECIPIENTS} recipients, ${KILLS} SIGKILLs: ${copies.length} received a copy, ${twice.length} a second, none a third`);
   assert.ok(twice.length <= KILLS * 4, `at most WORKER_CONCURRENCY second copies per crash (${twice.length})`);
 });

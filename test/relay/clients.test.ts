@@ -95,11 +95,12 @@ test('nodemailer over STARTTLS (port, STARTTLS, username mailroom, API key): the
   assert.deepEqual(row!.bccAddresses, ['hidden@example.net']);
   assert.deepEqual(row!.tags, [{ name: 'category', value: 'reset' }]);
   assert.equal(row!.subject, 'Reset your password');
-  const read = (await (await ctx.call(sink.key, `/v1/emails/${id}`)).json()) as { html: string; text: string };
-  assert.match(read.html, /<a href="https:\/\/example.com\/r">link<\/a>/);
   // Everything after acceptance is as for API mail: sent, delivered by the sink, with events.
   const state = await waitFor('sent', async () => (await ctx.sql`select status from emails where id = ${id} and status = 'sent'`)[0]);
   assert.ok(state);
+  // The worker read the bodies as it sent it.
+  const read = (await (await ctx.call(sink.key, `/v1/emails/${id}`)).json()) as { html: string; text: string };
+  assert.match(read.html, /<a href="https:\/\/example.com\/r">link<\/a>/);
 });
 
 test('nodemailer over implicit TLS composing its own message: a Message-ID is kept, Bcc never leaves', async () => {
@@ -114,6 +115,8 @@ test('nodemailer over implicit TLS composing its own message: a Message-ID is ke
   assert.match(out, new RegExp(`^Message-ID: ${info.messageId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\r$`, 'm'));
   assert.doesNotMatch(out, /secret@example\.net/);
   const [row] = await ctx.sql`select bcc_addresses from emails where id = ${id}`;
+  // The sink has the message before the send is recorded with the bodies the worker read.
+  await waitFor('sent', async () => (await ctx.sql`select status from emails where id = ${id} and status = 'sent'`)[0]);
   const read = (await (await ctx.call(sink.key, `/v1/emails/${id}`)).json()) as { html: string; text: string };
   assert.equal(read.text.trim(), 'Hi ✓');
   assert.equal(read.html, '<b>Hi ✓</b>');
