@@ -52,10 +52,10 @@ export async function rebuildStats(sql: Sql): Promise<number> {
     // Each endpoint's last error, from its newest failed or retried attempt of the last 24 hours.
     await tx`
       update webhook_endpoints w set last_error = d.error, last_error_at = d.at
-      from (select distinct on (endpoint_id) endpoint_id, error, last_attempt_at as at from webhook_deliveries
+      from (select distinct on (endpoint_id) endpoint_id, project_id, error, last_attempt_at as at from webhook_deliveries
             where error is not null and last_attempt_at > now() - interval '24 hours'
             order by endpoint_id, last_attempt_at desc) d
-      where w.id = d.endpoint_id and (w.last_error_at is null or w.last_error_at < d.at)`;
+      where w.id = d.endpoint_id and w.project_id = d.project_id and (w.last_error_at is null or w.last_error_at < d.at)`;
     // Hours past the 31 days the reputation windows read are no longer kept, as before.
     await tx`delete from reputation_counts where hour <= now() - interval '31 days'`;
   });

@@ -12,6 +12,9 @@ import { recordEvent } from '../../src/events/record.ts';
 const ctx = await createTestContext();
 const t = await ctx.tenant('ops');
 const sql = ctx.sql;
+const DAY = 86_400_000;
+/** An email id made at `ms`, so the row goes to that day's partition. */
+const at = (ms: number) => `email_${ulid(ms).slice(0, 10)}${ulid().slice(10)}`;
 
 async function email(status: string, extra: { sentAgo?: string; updatedAgo?: string; createdAgo?: string } = {}) {
   const id = newId('email');
@@ -59,10 +62,8 @@ test('ops.stuck lists emails in sending for over 5 minutes and overdue deliverie
 // in flight, so its cost does not grow with the days kept; without one, it reads them all.
 test('ops.stuck reads the partitions the last sweep found, or every partition when no sweep ran for 4 minutes', async () => {
   const p = await ctx.tenant('ops-sweep');
-  const DAY = 86_400_000;
   const old = Date.now() - 20 * DAY;
   await ensurePartitions(sql, { from: new Date(old - 3 * DAY) });
-  const at = (ms: number) => `email_${ulid(ms).slice(0, 10)}${ulid().slice(10)}`;
   const insert = async (id: string) => sql`
     insert into emails (id, project_id, status, from_address, to_addresses, subject, text, updated_at, created_at)
     values (${id}, ${p.projectId}, 'sending', 'a@x.test', ${['b@x.test']}, 's', 't', now() - interval '6 minutes', ${new Date(old)})`;
@@ -149,10 +150,8 @@ test('ops.webhook_health: each endpoint its own 24-hour success rate and newest 
 // marks its partition itself, so it is counted at once.
 test('ops.email_pipeline, ops.webhook_health and the overview read unsent mail and pending deliveries where the sweep found them', async () => {
   const p = await ctx.tenant('ops-inflight');
-  const DAY = 86_400_000;
   const old = Date.now() - 10 * DAY;
   await ensurePartitions(sql, { from: new Date(old - 3 * DAY) });
-  const at = (ms: number) => `email_${ulid(ms).slice(0, 10)}${ulid().slice(10)}`;
   const insert = async (id: string, status: string) => sql`
     insert into emails (id, project_id, status, from_address, to_addresses, subject, text, created_at)
     values (${id}, ${p.projectId}, ${status}, 'a@x.test', ${['b@x.test']}, 's', 't', ${new Date(old)})`;
