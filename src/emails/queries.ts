@@ -5,7 +5,8 @@ import type { EmailContent } from './compose.ts';
 import { recordEventsStatement, type EmailEvent } from '../events/record.ts';
 import { commitShared } from '../platform/shared-commit.ts';
 import type { DomainTracking } from '../interfaces.ts';
-import { idClockNow, idFloor } from '../platform/ids.ts';
+import { decodeTime } from 'ulid';
+import { ID_PREFIX, idClockNow, idFloor } from '../platform/ids.ts';
 import { inEmailsDay, type EmailsTable } from './day-table.ts';
 
 /** The columns every read of an email shows; the bodies are added only where one email is read. */
@@ -60,6 +61,7 @@ const pageFetch = (sql: Sql, limit: number) => sql.unsafe(limit < 26 ? '26' : '1
  * the project; a recipient filter (`to`: a bare, lower-cased address) walks email_recipients the
  * same way, any tag then checked per email. The page is read window by window back in time
  * (pageWindows); a recipient's, day by day over the days it was sent to (recipientWindows).
+ * `sql` should keep generic plans (AppDeps.historySql): each window's bounds are literals.
  */
 export async function listEmails(
   sql: Sql,
@@ -70,65 +72,67 @@ export async function listEmails(
   // A broadcast's emails are listed only when asked for by their broadcast (§23.6).
   const ofBroadcast = (column: ReturnType<Sql>) => (opts.broadcastId ? sql`and ${column} = ${opts.broadcastId}` : sql`and ${column} is null`);
   const rows: EmailRow[] = [];
-  // Each window's statement is planned once per connection and the plan kept (generic), never
-  // planned for its values: its partitions are pruned by its literal bounds, not by the values,
-  // so both plans are the same, but a custom plan costs planning every partition of the window
-  // on each call (14 ms for the days past 63 at 98 days kept; 0.1 ms to run it), and PostgreSQL
-  // makes five before it tries the generic one, per connection, each day (the bounds move daily).
-  await sql.begin('read only', async (tx) => {
-    await tx`set local plan_cache_mode = force_generic_plan`;
-    const windows = opts.to ? await recipientWindows(tx, projectId, opts.to) : pageWindows(idClockNow());
-    for (const window of windows) {
-      if (opts.startingAfter && window.low !== null && window.low >= opts.startingAfter) continue;
-      const range = (column: ReturnType<Sql>) => sql`
-        ${window.low === null ? sql`` : sql`and ${column} >= ${sql.unsafe(`'${window.low}'`)}`}
-        ${window.high === null ? sql`` : sql`and ${column} < ${sql.unsafe(`'${window.high}'`)}`}`;
-      rows.push(...(opts.to
-        // Each entry's email is a lateral lookup by id (the limit keeps it one), so PostgreSQL walks
-        // the address's entries newest first and reads only the page's emails; as a join it merged
-        // the entries with the project's whole email history in id order (134 ms at 1 million).
-        ? await tx<EmailRow[]>`
-          select e.*
-          from email_recipients r
-          cross join lateral (
-            select ${EMAIL_COLUMNS(sql)} from emails
-            where emails.id = r.email_id and emails.project_id = r.project_id ${range(sql`emails.id`)}
-              ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
-              ${ofBroadcast(sql`emails.broadcast_id`)}
-            limit 1) e
-          where r.project_id = ${projectId} and r.address = ${opts.to}
-            ${range(sql`r.email_id`)}
-            ${opts.tag ? sql`and exists (select 1 from email_tags t where t.project_id = r.project_id and t.name = ${opts.tag.name}
-              and t.value = ${opts.tag.value} and t.email_id = r.email_id ${range(sql`t.email_id`)})` : sql``}
-            ${opts.startingAfter ? sql`and r.email_id < ${opts.startingAfter}` : sql``}
-          order by r.email_id desc
-          limit ${pageFetch(sql, opts.limit)}`
-        : opts.tag
-        ? await tx<EmailRow[]>`
-          select ${EMAIL_COLUMNS(sql)}
-          from email_tags t
-          join emails on emails.id = t.email_id and emails.project_id = t.project_id
-          where t.project_id = ${projectId} and t.name = ${opts.tag.name} and t.value = ${opts.tag.value}
-            ${range(sql`t.email_id`)} ${range(sql`emails.id`)}
+  const readWindow = (window: PageWindow) => {
+    const range = (column: ReturnType<Sql>) => sql`
+      ${window.low === null ? sql`` : sql`and ${column} >= ${sql.unsafe(`'${window.low}'`)}`}
+      ${window.high === null ? sql`` : sql`and ${column} < ${sql.unsafe(`'${window.high}'`)}`}`;
+    return opts.to
+      // Each entry's email is a lateral lookup by id (the limit keeps it one), so PostgreSQL walks
+      // the address's entries newest first and reads only the page's emails; as a join it merged
+      // the entries with the project's whole email history in id order (134 ms at 1 million).
+      ? sql<EmailRow[]>`
+        select e.*
+        from email_recipients r
+        cross join lateral (
+          select ${EMAIL_COLUMNS(sql)} from emails
+          where emails.id = r.email_id and emails.project_id = r.project_id ${range(sql`emails.id`)}
             ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
             ${ofBroadcast(sql`emails.broadcast_id`)}
-            ${opts.startingAfter ? sql`and t.email_id < ${opts.startingAfter}` : sql``}
-          order by t.email_id desc
-          limit ${pageFetch(sql, opts.limit)}`
-        : await tx<EmailRow[]>`
-          select ${EMAIL_COLUMNS(sql)}
-          from emails
-          where project_id = ${projectId} ${range(sql`id`)}
-            ${opts.status ? sql`and status = ${opts.status}` : sql``}
-            ${ofBroadcast(sql`broadcast_id`)}
-            ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
-          order by id desc
-          limit ${pageFetch(sql, opts.limit)}`));
-      if (rows.length >= fetch) break;
-    }
-  });
-  return { rows: rows.slice(0, opts.limit), hasMore: rows.length > opts.limit };
+          limit 1) e
+        where r.project_id = ${projectId} and r.address = ${opts.to}
+          ${range(sql`r.email_id`)}
+          ${opts.tag ? sql`and exists (select 1 from email_tags t where t.project_id = r.project_id and t.name = ${opts.tag.name}
+            and t.value = ${opts.tag.value} and t.email_id = r.email_id ${range(sql`t.email_id`)})` : sql``}
+          ${opts.startingAfter ? sql`and r.email_id < ${opts.startingAfter}` : sql``}
+        order by r.email_id desc
+        limit ${pageFetch(sql, opts.limit)}`
+      : opts.tag
+      ? sql<EmailRow[]>`
+        select ${EMAIL_COLUMNS(sql)}
+        from email_tags t
+        join emails on emails.id = t.email_id and emails.project_id = t.project_id
+        where t.project_id = ${projectId} and t.name = ${opts.tag.name} and t.value = ${opts.tag.value}
+          ${range(sql`t.email_id`)} ${range(sql`emails.id`)}
+          ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+          ${ofBroadcast(sql`emails.broadcast_id`)}
+          ${opts.startingAfter ? sql`and t.email_id < ${opts.startingAfter}` : sql``}
+        order by t.email_id desc
+        limit ${pageFetch(sql, opts.limit)}`
+      : sql<EmailRow[]>`
+        select ${EMAIL_COLUMNS(sql)}
+        from emails
+        where project_id = ${projectId} ${range(sql`id`)}
+          ${opts.status ? sql`and status = ${opts.status}` : sql``}
+          ${ofBroadcast(sql`broadcast_id`)}
+          ${opts.startingAfter ? sql`and id < ${opts.startingAfter}` : sql``}
+        order by id desc
+        limit ${pageFetch(sql, opts.limit)}`;
+  };
+  const windows = (opts.to ? await recipientWindows(sql, projectId, opts.to) : pageWindows(idClockNow()))
+    .filter((window) => !(opts.startingAfter && window.low !== null && window.low >= opts.startingAfter));
+  if (!windows.length) return page(rows, opts.limit);
+  // Windows the project wrote little in are read as one (mergeQuiet): a small project's page is
+  // one statement whatever its filter, as a busy project's page is when its newest window fills it.
+  for (const window of opts.to ? windows : mergeQuiet(windows, await projectVolumes(sql, projectId))) {
+    rows.push(...await readWindow(window));
+    if (rows.length >= fetch) break;
+  }
+  return page(rows, opts.limit);
 }
+
+const page = (rows: EmailRow[], limit: number) => ({ rows: rows.slice(0, limit), hasMore: rows.length > limit });
+
+type PageWindow = { low: string | null; high: string | null };
 
 /** Where a page's windows end, in whole UTC days back from today: each twice the one before. */
 const WINDOW_DAYS = [1, 3, 7, 15, 31, 63];
@@ -141,11 +145,71 @@ const WINDOW_DAYS = [1, 3, 7, 15, 31, 63];
  * plan is kept), which PostgreSQL prunes partitions by while planning; a parameter it prunes by
  * only after planning every partition (about 0.2 ms each for a tag's join).
  */
-function pageWindows(now: number): Array<{ low: string | null; high: string | null }> {
+function pageWindows(now: number): PageWindow[] {
   const today = Math.floor(now / 86_400_000) * 86_400_000;
   // Made of the prefix and Crockford base32 only: safe as literals.
   const bounds = WINDOW_DAYS.map((days) => idFloor('email', today - days * 86_400_000));
   return [...bounds, null].map((low, i) => ({ low, high: i === 0 ? null : bounds[i - 1]! }));
+}
+
+type DayVolume = { day: string; events: number };
+
+/** A project's events per day, as a list read them, are kept this long: they only shape its windows. */
+const VOLUMES_KEPT_MS = 60_000;
+const VOLUMES_PROJECTS = 1_000;
+const volumes = new Map<string, { at: number; days: Promise<DayVolume[]> }>();
+
+/** The project's events per day (project_daily_counts), read at most once a minute. */
+function projectVolumes(sql: Sql, projectId: string): Promise<DayVolume[]> {
+  const now = Date.now();
+  const kept = volumes.get(projectId);
+  if (kept && now - kept.at < VOLUMES_KEPT_MS) return kept.days;
+  const days = (async () => [...await sql<DayVolume[]>`
+    select to_char(day, 'YYYY-MM-DD') as day, sum(n)::float8 as events from project_daily_counts
+    where project_id = ${projectId}
+    group by day`])();
+  // A failed read is not kept; the page that asked sees its error.
+  days.catch(() => { if (volumes.get(projectId)?.days === days) volumes.delete(projectId); });
+  volumes.delete(projectId);
+  volumes.set(projectId, { at: now, days });
+  if (volumes.size > VOLUMES_PROJECTS) volumes.delete(volumes.keys().next().value!);
+  return days;
+}
+
+/** Consecutive windows holding fewer of the project's events than this together are read as one. */
+const QUIET_EVENTS = 5_000;
+
+/**
+ * A page's windows, consecutive ones merged while the project's events in them
+ * (project_daily_counts, a few per email) stay under QUIET_EVENTS together. A window exists to
+ * keep a statement's partitions few where they hold many rows; over days a project wrote little in,
+ * one statement costs less than a round trip each. A busy project's windows are left as they are.
+ */
+function mergeQuiet(windows: PageWindow[], days: DayVolume[]): PageWindow[] {
+  const volume = (w: PageWindow) => {
+    const low = w.low === null ? -Infinity : decodeTime(w.low.slice(ID_PREFIX.email.length));
+    const high = w.high === null ? Infinity : decodeTime(w.high.slice(ID_PREFIX.email.length));
+    let events = 0;
+    for (const d of days) {
+      const at = Date.parse(`${d.day}T00:00:00Z`);
+      if (at >= low && at < high) events += d.events;
+    }
+    return events;
+  };
+  const merged: PageWindow[] = [];
+  let open: { window: PageWindow; events: number } | undefined;
+  for (const window of windows) {
+    const events = volume(window);
+    if (open && open.events + events < QUIET_EVENTS) {
+      open.window = { low: window.low, high: open.window.high };
+      open.events += events;
+    } else {
+      if (open) merged.push(open.window);
+      open = { window, events };
+    }
+  }
+  if (open) merged.push(open.window);
+  return merged;
 }
 
 /**
@@ -154,7 +218,7 @@ function pageWindows(now: number): Array<{ low: string | null; high: string | nu
  * day kept, and an address on no email costs one lookup. The day '-infinity' (a migrated
  * database's `_before` partition) reads everything older than the oldest day listed.
  */
-async function recipientWindows(tx: TxSql, projectId: string, address: string): Promise<Array<{ low: string | null; high: string | null }>> {
+async function recipientWindows(tx: Sql | TxSql, projectId: string, address: string): Promise<Array<{ low: string | null; high: string | null }>> {
   const days = await tx<{ day: string }[]>`
     select case when day = '-infinity' then null else to_char(day, 'YYYY-MM-DD') end as day
     from recipient_days where project_id = ${projectId} and address = ${address}

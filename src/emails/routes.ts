@@ -208,7 +208,7 @@ export function registerEmailRoutes(app: OpenAPIHono<AppEnv>) {
       throw new ApiError('not_found', 'starting_after does not name an email of this project.');
     }
     if (broadcastId !== undefined && !isWellFormedId('broadcast', broadcastId)) throw new ApiError('not_found', 'broadcast_id does not name a broadcast of this project.');
-    const page = await q.listEmails(sql, projectId, { limit, startingAfter, status, tag, to, broadcastId });
+    const page = await q.listEmails(c.var.deps.historySql ?? sql, projectId, { limit, startingAfter, status, tag, to, broadcastId });
     return c.json({ data: page.rows.map(toEmailListItem), has_more: page.hasMore }, 200);
   });
 

@@ -9,14 +9,15 @@ export type ReservedSql = postgres.ReservedSql<{}>;
  * One pool per process. Column names come back camelCase; JSON values are left alone so
  * caller-supplied keys (custom headers) survive untouched.
  */
-export function createSql(url: string, options: { max?: number; appName?: string } = {}): Sql {
+export function createSql(url: string, options: { max?: number; appName?: string; genericPlans?: boolean } = {}): Sql {
   return postgres(url, {
     max: options.max ?? 10,
     transform: { column: { from: postgres.toCamel }, undefined: null },
     // Prepared statements keep PostgreSQL's own plan choice. A hot statement on one email names
     // its day's partition (emails/day-table.ts), so its generic plan is one table's and is kept:
     // planned over the parent each time instead, it cost more than it took to run.
-    connection: { application_name: options.appName ?? 'mailroom' },
+    // genericPlans: every statement keeps one plan from its first run (see AppDeps.historySql).
+    connection: { application_name: options.appName ?? 'mailroom', ...(options.genericPlans ? { plan_cache_mode: 'force_generic_plan' } : {}) },
     onnotice: () => {},
     backoff: reconnectDelaySeconds,
     // Sockets that outlive postgres.js 3.4.9's lost-flush flaw after a restart (pg-socket.ts).

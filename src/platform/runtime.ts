@@ -99,6 +99,8 @@ async function warnIfAutovacuumOff(sql: Sql, log: Logger) {
 
 /** How often a worker waiting for migrations says so and looks again. */
 const MIGRATION_WAIT_MS = 10_000;
+/** Connections of the email list's own pool (AppDeps.historySql): reads of a few ms each. */
+const HISTORY_POOL = 4;
 
 /**
  * A worker started against a database whose schema is behind this build (migrations pending, an
@@ -147,8 +149,10 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   let url: string | undefined;
   let relayListeners: Running['relay'];
 
+  // A few connections of their own for the email list (AppDeps.historySql), beside the main pool.
+  const historySql = role === 'worker' ? undefined : createSql(config.databaseUrl, { max: HISTORY_POOL, appName: `mailroom-${role}-history`, genericPlans: true });
   if (role !== 'worker') {
-    const app = createApp({ config, sql, log, limiter, redis });
+    const app = createApp({ config, sql, historySql, log, limiter, redis });
     const server = await new Promise<Server>((resolve) => {
       const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s as Server));
     });
@@ -205,7 +209,7 @@ export async function boot(role: Role, config: Config, finalSteps: Array<[string
   // Bounded: after a connection error, postgres.js 3.4.9 keeps the failed query as the connection's
   // current one, and its end() waits for that query for good (porsager/postgres#1097, #1130).
   // The MIME pool's threads end once nothing more can hand them a message.
-  steps.push(['mime pool', closeMimePool], ['redis', async () => { redis?.disconnect(); }], ['database', async () => { stopIdClock(); await sql.end({ timeout: 5 }); }], ...finalSteps);
+  steps.push(['mime pool', closeMimePool], ['redis', async () => { redis?.disconnect(); }], ['database', async () => { stopIdClock(); await Promise.all([sql.end({ timeout: 5 }), historySql?.end({ timeout: 5 })]); }], ...finalSteps);
   const close = async () => {
     for (const [, step] of steps) await step().catch(() => {});
   };

@@ -138,6 +138,11 @@ test('the built bundle: each role is one Node process on dist/, the API carries 
     assert.ok(Date.now() < deadline, 'the email was not sent by the built worker');
     await new Promise((r) => setTimeout(r, 100));
   }
+  // The list reads through the API's pool that keeps generic plans (AppDeps.historySql).
+  const listed = await fetch(`${base}/v1/emails?limit=5`, { headers: { authorization: `Bearer ${key.key}` } });
+  assert.deepEqual(((await listed.json()) as { data: Array<{ id: string }> }).data.map((e) => e.id), [id]);
+  const history = await sql<{ query: string }[]>`select query from pg_stat_activity where datname = current_database() and application_name = 'mailroom-api-history'`;
+  assert.ok(history.some((c) => /from emails/.test(c.query)), 'the list ran on the history pool');
   api.child.kill('SIGTERM');
   worker.child.kill('SIGTERM');
   assert.deepEqual(await Promise.all([api.exited, worker.exited]), [0, 0]);
