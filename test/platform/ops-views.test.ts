@@ -182,4 +182,12 @@ test('ops.email_pipeline, ops.webhook_health and the overview read unsent mail a
   const oldDay = new Date(old - DAY).toISOString().slice(0, 10).replaceAll('-', '');
   const [{ n }] = await sql<[{ n: number }]>`select count(*)::int as n from inflight_partitions where partition = ${`webhook_deliveries_p${oldDay}`}`;
   assert.equal(n, 1);
+
+  // Ids of today are read from the recent partitions; an id three days ahead (made before a clock
+  // was set back) from the partition the sweep found it in. Each is counted once.
+  await insert(at(Date.now()), 'queued');
+  await insert(at(Date.now() + 3 * DAY), 'queued');
+  await sweepInflight(sql);
+  assert.equal(await queued(), 2);
+  assert.deepEqual(await inFlightCounts(sql, p.projectId), { scheduled: 0, queued: 2, sending: 0 });
 });
