@@ -97,14 +97,19 @@ export async function listEmails(
         order by r.email_id desc
         limit ${pageFetch(sql, opts.limit)}`
       : opts.tag
+      // The same for a tag's entries: as a join, the plan kept for any tag merged the entries with
+      // the project's emails of the window, every one of them read for a rare tag.
       ? sql<EmailRow[]>`
-        select ${EMAIL_COLUMNS(sql)}
+        select e.*
         from email_tags t
-        join emails on emails.id = t.email_id and emails.project_id = t.project_id
+        cross join lateral (
+          select ${EMAIL_COLUMNS(sql)} from emails
+          where emails.id = t.email_id and emails.project_id = t.project_id ${range(sql`emails.id`)}
+            ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+            ${ofBroadcast(sql`emails.broadcast_id`)}
+          limit 1) e
         where t.project_id = ${projectId} and t.name = ${opts.tag.name} and t.value = ${opts.tag.value}
-          ${range(sql`t.email_id`)} ${range(sql`emails.id`)}
-          ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
-          ${ofBroadcast(sql`emails.broadcast_id`)}
+          ${range(sql`t.email_id`)}
           ${opts.startingAfter ? sql`and t.email_id < ${opts.startingAfter}` : sql``}
         order by t.email_id desc
         limit ${pageFetch(sql, opts.limit)}`
@@ -178,12 +183,16 @@ function projectVolumes(sql: Sql, projectId: string): Promise<DayVolume[]> {
 
 /** Consecutive windows holding fewer of the project's events than this together are read as one. */
 const QUIET_EVENTS = 5_000;
+/** A newest window holding this many events (about 80 emails) likely fills a page alone, over its few partitions. */
+const FILLING_EVENTS = 200;
 
 /**
  * A page's windows, consecutive ones merged while the project's events in them
  * (project_daily_counts, a few per email) stay under QUIET_EVENTS together. A window exists to
  * keep a statement's partitions few where they hold many rows; over days a project wrote little in,
- * one statement costs less than a round trip each. A busy project's windows are left as they are.
+ * one statement costs less than a round trip each. A busy project's windows are left as they are,
+ * and so is a newest window likely to fill the page by itself (FILLING_EVENTS): read alone, it
+ * plans a few partitions rather than every one kept.
  */
 function mergeQuiet(windows: PageWindow[], days: DayVolume[]): PageWindow[] {
   const volume = (w: PageWindow) => {
@@ -198,9 +207,11 @@ function mergeQuiet(windows: PageWindow[], days: DayVolume[]): PageWindow[] {
   };
   const merged: PageWindow[] = [];
   let open: { window: PageWindow; events: number } | undefined;
-  for (const window of windows) {
+  for (const [i, window] of windows.entries()) {
     const events = volume(window);
-    if (open && open.events + events < QUIET_EVENTS) {
+    if (i === 0 && events >= FILLING_EVENTS && windows.length > 1) {
+      merged.push(window);
+    } else if (open && open.events + events < QUIET_EVENTS) {
       open.window = { low: window.low, high: open.window.high };
       open.events += events;
     } else {

@@ -68,14 +68,16 @@ test('pages cross the windows a list is read in: every email once, newest first,
 // once per connection and its plan kept: never planned again for the values of a call (that
 // planned every partition of the window each time, for the first five calls on each connection).
 // Windows a project wrote little in are read as one statement; a busy project's stay apart.
-test('a list page plans each window statement once per connection; a quiet project reads one window, a busy one seven', async () => {
+test('a list page plans each window statement once per connection; a quiet project reads one window, a busy one seven, a new one two', async () => {
   const { url, sql: setup } = await createTestDatabase();
   await ensurePartitions(setup, { from: new Date(Date.now() - 100 * DAY) });
-  await setup`insert into projects (id, name) values ('proj_p', 'plans'), ('proj_busy', 'busy')`;
+  await setup`insert into projects (id, name) values ('proj_p', 'plans'), ('proj_busy', 'busy'), ('proj_new', 'new')`;
   // 3,000 events a day for 100 days: every window holds more than a quiet one.
   await setup`
     insert into project_daily_counts (project_id, day, metric, shard, n)
     select 'proj_busy', (now() at time zone 'UTC')::date - d, 'email.sent', 0, 3000 from generate_series(0, 100) d`;
+  // A project whose mail is all of today: its newest window likely fills a page alone.
+  await setup`insert into project_daily_counts (project_id, day, metric, shard, n) values ('proj_new', (now() at time zone 'UTC')::date, 'email.sent', 0, 300)`;
   await setup.end();
   const sql = createSql(url, { max: 1, genericPlans: true });
   const statements = async () => sql<{ statement: string; genericPlans: number; customPlans: number }[]>`
@@ -99,5 +101,9 @@ test('a list page plans each window statement once per connection; a quiet proje
   plans = await statements();
   assert.equal(plans.length, 7, 'the busy project reads each of the seven windows apart');
   for (const p of plans) assert.deepEqual([p.customPlans, p.genericPlans], [0, 3], p.statement);
+  await sql`deallocate all`;
+  for (let i = 0; i < 3; i++) await listEmails(sql, 'proj_new', { limit: 20, status: 'failed' });
+  plans = await statements();
+  assert.equal(plans.length, 2, 'the newest window alone, then the quiet older ones as one');
   await sql.end();
 });
