@@ -127,7 +127,7 @@ export function registerBroadcastRoutes(app: Hono<DashEnv>) {
     const { typed, request } = composed(await c.req.parseBody());
     const stored = await requireBroadcast(c.var.deps.sql, c.var.project.id, id);
     try {
-      await updateBroadcast(c.var.deps.sql, c.var.project.id, id, keepingTemplate(request, stored));
+      await updateBroadcast(c.var.deps.sql, c.var.project.id, id, keepingTemplate(request, stored), undefined, stored);
     } catch (err) {
       return showBroadcast(c, id, { error: problemsOf(err), typed, status: 422 });
     }

@@ -58,6 +58,18 @@ export async function getBroadcast(sql: Sql | TxSql, projectId: string, id: stri
   return row;
 }
 
+/**
+ * Up to `batch` finished broadcasts (`sent`, or `canceled`) that began before `before` and whose
+ * counts are not kept yet, oldest first, across projects: retention's work, each then kept under
+ * its own project.
+ */
+export async function broadcastsToKeep(sql: Sql, before: Date, batch: number) {
+  return sql<BroadcastRow[]>`
+    select ${COLUMNS(sql)} from broadcasts
+    where status in ('sent', 'canceled') and counts_kept is null and snapshot_at < ${before}
+    order by snapshot_at limit ${batch}`;
+}
+
 export async function listBroadcasts(sql: Sql, projectId: string, opts: { limit: number; startingAfter?: string; endingBefore?: string }) {
   const rows = opts.endingBefore
     ? (await sql<BroadcastRow[]>`
@@ -231,29 +243,35 @@ export type BroadcastCounts = Record<'recipients' | 'suppressed' | 'queued' | 's
  */
 export async function broadcastCounts(sql: Sql, b: BroadcastRow): Promise<BroadcastCounts> {
   if (b.countsKept) return b.countsKept;
-  const [row] = await sql<[Omit<BroadcastCounts, 'recipients' | 'suppressed' | 'unsubscribed' | 'bounced' | 'complained'>]>`
-    select count(*) filter (where status in ('queued', 'sending', 'scheduled'))::int as queued,
-      count(*) filter (where status = 'sent')::int as sent,
-      count(*) filter (where delivered_at is not null)::int as delivered,
-      count(*) filter (where opened_at is not null)::int as opened,
-      count(*) filter (where clicked_at is not null)::int as clicked,
-      count(*) filter (where status = 'failed')::int as failed
-    from emails where broadcast_id = ${b.id} and project_id = ${b.projectId}`;
-  // Bounces and complaints: the project's events of those two kinds about emails made since the
-  // broadcast began (events are partitioned by email id, so only those days are read), matched to its emails.
-  const [rated] = b.snapshotAt ? await sql<[{ bounced: number; complained: number }]>`
-    select count(distinct ev.email_id) filter (where ev.type = 'email.bounced')::int as bounced,
-      count(distinct ev.email_id) filter (where ev.type = 'email.complained')::int as complained
-    from events ev join emails e on e.id = ev.email_id and e.project_id = ev.project_id
-    where ev.project_id = ${b.projectId} and ev.email_id >= ${idFloor('email', b.snapshotAt.getTime() - 60_000)}
-      and ev.type in ('email.bounced', 'email.complained') and e.broadcast_id = ${b.id}` : [{ bounced: 0, complained: 0 }];
-  const [unsub] = await sql<[{ n: number }]>`
-    select count(*)::int as n from broadcast_recipients r
-    where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and r.email_id is not null and r.contact_id in (${leftContacts(sql, b)})`;
-  const [tooLarge] = await sql<[{ n: number }]>`
-    select count(*)::int as n from broadcast_recipients r
-    where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and r.skipped = 'too_large'`;
-  return { recipients: b.recipients, suppressed: b.suppressed, ...row, ...rated, failed: row.failed + tooLarge.n, unsubscribed: unsub.n };
+  // One statement, each count read as before: the emails' states by the broadcast's index;
+  // bounces and complaints from the project's events of those two kinds about emails made since
+  // the broadcast began (events are partitioned by email id, so only those days are read), matched
+  // to its emails; the recipients who left, from the few who did.
+  const rated = b.snapshotAt
+    ? sql`select count(distinct ev.email_id) filter (where ev.type = 'email.bounced')::int as bounced,
+        count(distinct ev.email_id) filter (where ev.type = 'email.complained')::int as complained
+      from events ev join emails e on e.id = ev.email_id and e.project_id = ev.project_id
+      where ev.project_id = ${b.projectId} and ev.email_id >= ${idFloor('email', b.snapshotAt.getTime() - 60_000)}
+        and ev.type in ('email.bounced', 'email.complained') and e.broadcast_id = ${b.id}`
+    : sql`select 0 as bounced, 0 as complained`;
+  const [row] = await sql<[Omit<BroadcastCounts, 'recipients' | 'suppressed'> & { tooLarge: number }]>`
+    select states.*, rated.*,
+      (select count(*)::int from broadcast_recipients r
+       where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and r.email_id is not null
+         and r.contact_id in (${leftContacts(sql, b)})) as unsubscribed,
+      (select count(*)::int from broadcast_recipients r
+       where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and r.skipped = 'too_large') as too_large
+    from (
+      select count(*) filter (where status in ('queued', 'sending', 'scheduled'))::int as queued,
+        count(*) filter (where status = 'sent')::int as sent,
+        count(*) filter (where delivered_at is not null)::int as delivered,
+        count(*) filter (where opened_at is not null)::int as opened,
+        count(*) filter (where clicked_at is not null)::int as clicked,
+        count(*) filter (where status = 'failed')::int as failed
+      from emails where broadcast_id = ${b.id} and project_id = ${b.projectId}) states
+    cross join (${rated}) rated`;
+  const { tooLarge, ...counts } = row;
+  return { recipients: b.recipients, suppressed: b.suppressed, ...counts, failed: counts.failed + tooLarge };
 }
 
 export const RECIPIENT_TYPES = ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'complained', 'unsubscribed', 'suppressed', 'failed'] as const;

@@ -1,5 +1,5 @@
 import type { Sql, TxSql } from '../platform/db.ts';
-import { broadcastCounts, getBroadcast } from './queries.ts';
+import { broadcastCounts, broadcastsToKeep } from './queries.ts';
 
 /**
  * Retention (RETENTION_DAYS) for broadcasts. A broadcast's emails go with their days like any
@@ -16,16 +16,11 @@ import { broadcastCounts, getBroadcast } from './queries.ts';
  * own statement, oldest first. Returns how many it kept.
  */
 export async function keepBroadcastCounts(sql: Sql, before: Date, batch: number): Promise<number> {
-  const due = await sql<{ id: string; projectId: string }[]>`
-    select id, project_id from broadcasts
-    where status in ('sent', 'canceled') and counts_kept is null and snapshot_at < ${before}
-    order by snapshot_at limit ${batch}`;
-  for (const { id, projectId } of due) {
-    const b = await getBroadcast(sql, projectId, id);
-    if (!b || b.countsKept) continue;
+  const due = await broadcastsToKeep(sql, before, batch);
+  for (const b of due) {
     const counts = await broadcastCounts(sql, b);
     await sql`update broadcasts set counts_kept = ${sql.json(counts)}, updated_at = now()
-      where id = ${id} and project_id = ${projectId} and counts_kept is null`;
+      where id = ${b.id} and project_id = ${b.projectId} and counts_kept is null`;
   }
   return due.length;
 }

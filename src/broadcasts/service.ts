@@ -110,8 +110,9 @@ export async function createBroadcast(sql: Sql, projectId: string, body: unknown
 
 const notEditable = (b: BroadcastRow) => new ApiError('broadcast_not_editable', `The broadcast is ${b.status}; only a draft or scheduled broadcast can change.`);
 
-export async function updateBroadcast(sql: Sql, projectId: string, id: string, body: unknown, templates?: BroadcastTemplates) {
-  const b = await requireBroadcast(sql, projectId, id);
+/** `stored`: the broadcast as the caller has just read it, so it is not read again. */
+export async function updateBroadcast(sql: Sql, projectId: string, id: string, body: unknown, templates?: BroadcastTemplates, stored?: BroadcastRow) {
+  const b = stored ?? await requireBroadcast(sql, projectId, id);
   const input = parse(UpdateBroadcastRequest, body);
   const content = contentOf(input, b, await renderTemplateOf(sql, projectId, input, templates));
   await checkRefs(sql, projectId, content);
