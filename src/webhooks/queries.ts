@@ -85,10 +85,14 @@ export async function updateEndpoint(
 }
 
 /**
- * Deletes the endpoint; its deliveries, pending ones included, go with it through the table's
- * statement trigger (migration 000024), so no flush or retry finds anything left to post.
+ * Deletes the endpoint's deliveries, pending ones included, then the endpoint, so no flush or
+ * retry finds anything left to post. In that order because a settling attempt locks its delivery,
+ * then the endpoint: deleting the endpoint first (its table's statement trigger, migration 000024,
+ * takes the deliveries after the row) could deadlock with one. The trigger still takes along any
+ * delivery added in between, and every delivery of an endpoint deleted by hand.
  */
 export async function deleteEndpoint(tx: TxSql, projectId: string, endpointId: string) {
+  await tx`delete from webhook_deliveries where endpoint_id = ${endpointId} and project_id = ${projectId}`;
   const [row] = await tx<[{ id: string; url: string }?]>`
     delete from webhook_endpoints where id = ${endpointId} and project_id = ${projectId} returning id, url`;
   return row;

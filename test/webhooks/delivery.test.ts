@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
 import { selfSignedCertificate, startHttpsReceiver } from '../helpers/https-receiver.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { createEndpoint, updateEndpoint } from '../../src/webhooks/service.ts';
+import { createEndpoint, deleteEndpoint, updateEndpoint } from '../../src/webhooks/service.ts';
 import { attemptLoadQueries, webhookDeliverTask } from '../../src/webhooks/deliver.task.ts';
 import { createAttempter } from '../../src/webhooks/attempt.ts';
 import { FLUSH_IN_FLIGHT, flushEndpoint } from '../../src/webhooks/flush.task.ts';
@@ -89,8 +89,34 @@ describe('webhook delivery', { concurrency: true }, () => {
     scripts.set('/deleted', () => ({ status: 503 }));
     await emitEvent(ctx.sql, t.projectId);
     await waitFor('a first attempt', async () => t.requests().length >= 1);
-    await ctx.sql`delete from webhook_endpoints where id = ${t.endpoint.id}`;
+    // Through the service, as DELETE /v1/webhooks/:id does: the deliveries go before the endpoint,
+    // so a retry settling meanwhile cannot deadlock with it.
+    await deleteEndpoint(ctx.sql, t.projectId, t.endpoint.id);
     const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from webhook_deliveries where endpoint_id = ${t.endpoint.id} and status = 'pending'`;
+    assert.equal(n, 0);
+  });
+
+  test('deleting an endpoint while an attempt settles one of its deliveries: both commit, no deadlock', async () => {
+    const t = await endpointAt('/deleted-while-settling');
+    scripts.set('/deleted-while-settling', () => ({ status: 503 }));
+    await emitEvent(ctx.sql, t.projectId);
+    await waitFor('a first attempt', async () => t.requests().length >= 1);
+    const [delivery] = await ctx.sql<[{ id: string }]>`select id from webhook_deliveries where endpoint_id = ${t.endpoint.id}`;
+    const sql = createSql(ctx.url, { max: 2 });
+    after(() => sql.end());
+    // As an attempt's settle does: the delivery's row, then the endpoint's, in one transaction.
+    let lockedDelivery = () => {};
+    const deliveryLocked = new Promise<void>((resolve) => { lockedDelivery = resolve; });
+    const settling = sql.begin(async (tx) => {
+      await tx`update webhook_deliveries set last_attempt_at = now() where id = ${delivery.id}`;
+      lockedDelivery();
+      await setTimeout(300); // the delete starts meanwhile
+      await tx`update webhook_endpoints set last_error = 'HTTP 503', last_error_at = now() where id = ${t.endpoint.id}`;
+    });
+    await deliveryLocked;
+    const deleting = deleteEndpoint(ctx.sql, t.projectId, t.endpoint.id);
+    await Promise.all([settling, deleting]);
+    const [{ n }] = await ctx.sql<[{ n: number }]>`select count(*)::int as n from webhook_deliveries where endpoint_id = ${t.endpoint.id}`;
     assert.equal(n, 0);
   });
 
