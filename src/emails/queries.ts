@@ -76,6 +76,14 @@ export async function listEmails(
     const range = (column: ReturnType<Sql>) => sql`
       ${window.low === null ? sql`` : sql`and ${column} >= ${sql.unsafe(`'${window.low}'`)}`}
       ${window.high === null ? sql`` : sql`and ${column} < ${sql.unsafe(`'${window.high}'`)}`}`;
+    // An entry's email (`entry` names email_recipients or email_tags), filtered as the page is.
+    const emailOf = (entry: ReturnType<Sql>) => sql`
+      cross join lateral (
+        select ${EMAIL_COLUMNS(sql)} from emails
+        where emails.id = ${entry}.email_id and emails.project_id = ${entry}.project_id ${range(sql`emails.id`)}
+          ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
+          ${ofBroadcast(sql`emails.broadcast_id`)}
+        limit 1) e`;
     return opts.to
       // Each entry's email is a lateral lookup by id (the limit keeps it one), so PostgreSQL walks
       // the address's entries newest first and reads only the page's emails; as a join it merged
@@ -83,12 +91,7 @@ export async function listEmails(
       ? db<EmailRow[]>`
         select e.*
         from email_recipients r
-        cross join lateral (
-          select ${EMAIL_COLUMNS(sql)} from emails
-          where emails.id = r.email_id and emails.project_id = r.project_id ${range(sql`emails.id`)}
-            ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
-            ${ofBroadcast(sql`emails.broadcast_id`)}
-          limit 1) e
+        ${emailOf(sql`r`)}
         where r.project_id = ${projectId} and r.address = ${opts.to}
           ${range(sql`r.email_id`)}
           ${opts.tag ? sql`and exists (select 1 from email_tags t where t.project_id = r.project_id and t.name = ${opts.tag.name}
@@ -102,12 +105,7 @@ export async function listEmails(
       ? db<EmailRow[]>`
         select e.*
         from email_tags t
-        cross join lateral (
-          select ${EMAIL_COLUMNS(sql)} from emails
-          where emails.id = t.email_id and emails.project_id = t.project_id ${range(sql`emails.id`)}
-            ${opts.status ? sql`and emails.status = ${opts.status}` : sql``}
-            ${ofBroadcast(sql`emails.broadcast_id`)}
-          limit 1) e
+        ${emailOf(sql`t`)}
         where t.project_id = ${projectId} and t.name = ${opts.tag.name} and t.value = ${opts.tag.value}
           ${range(sql`t.email_id`)}
           ${opts.startingAfter ? sql`and t.email_id < ${opts.startingAfter}` : sql``}
