@@ -52,7 +52,8 @@ const list = createRoute({
     query: z.object({
       ...PAGE_QUERY,
       segment_id: z.string().max(100).optional().openapi({ description: 'Only the members of this segment.' }),
-      email: z.string().max(320).optional().openapi({ description: 'Only the contact with this address.' }),
+      // PostgreSQL refuses a NUL in text: refused here as bad input, never a 500.
+      email: z.string().max(320).refine((v) => !v.includes('\0'), 'Must not contain a NUL character').optional().openapi({ description: 'Only the contact with this address.' }),
     }),
   },
   responses: { 200: ok('A page of contacts.', ContactList), ...errorResponses(401, 403, 404, 422, 429) },

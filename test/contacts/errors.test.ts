@@ -49,6 +49,8 @@ test('malformed ids and unknown contacts are 404; bad bodies are 422', async () 
   }
   assert.equal((await json(await call('/v1/contacts?segment_id=seg_x'), 404)).error.type, 'not_found');
   assert.equal((await json(await call('/v1/contacts?starting_after=contact_x'), 404)).error.type, 'not_found');
+  // A NUL in the address filter (route-fuzz found it answering 500).
+  assert.deepEqual((await json(await call('/v1/contacts?email=%00'), 422)).detail[0].loc, ['query', 'email']);
   await json(await call('/v1/contacts', { method: 'POST', body: { email: 'Ann <ann@example.com>' } }), 422);
   await json(await call('/v1/contacts', { method: 'POST', body: { email: 'not-an-address' } }), 422);
   await json(await call('/v1/contacts', { method: 'POST', body: '{"email":' }), 422);
