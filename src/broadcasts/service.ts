@@ -141,7 +141,7 @@ export async function deleteBroadcast(sql: Sql, projectId: string, id: string) {
 /** `send`: now, or at `scheduled_at`. Needs PUBLIC_BASE_URL, where every copy's unsubscribe link points. */
 export async function sendBroadcast(config: Config, sql: Sql, projectId: string, id: string, body: unknown) {
   const { scheduled_at: when } = parse(SendBroadcastRequest, body);
-  const at = when ? parseScheduledAt(when) : null;
+  const at = when ? await parseScheduledAt(when) : null;
   const b = await requireBroadcast(sql, projectId, id);
   if (!config.publicBaseUrl) {
     throw new ValidationError([{ loc: ['body'], msg: 'Broadcasts need PUBLIC_BASE_URL: every copy carries a one-click unsubscribe link under it', type: 'public_base_url_required' }]);

@@ -1,7 +1,11 @@
 import { createHash } from 'node:crypto';
-import { createRemoteJWKSet, jwtVerify, errors as joseErrors, type JWTPayload } from 'jose';
+import type { createRemoteJWKSet, JWTPayload } from 'jose';
 import type { Config } from '../platform/config.ts';
 import { randomBase64url, safeEqual } from '../platform/crypto.ts';
+import { loadOnce } from '../platform/load-once.ts';
+
+// Loaded on the first sign-in: an installation without SSO never needs it.
+const loadJose = loadOnce(() => import('jose'));
 
 /**
  * Dashboard single sign-on (§21.3): OpenID Connect's authorization code flow with PKCE. The ID
@@ -71,10 +75,10 @@ export async function discover(oidc: OidcConfig): Promise<Discovery> {
   return doc as Discovery;
 }
 
-function keySet(jwksUri: string) {
+async function keySet(jwksUri: string) {
   let set = keySets.get(jwksUri);
   if (!set) {
-    set = createRemoteJWKSet(new URL(jwksUri), { timeoutDuration: OIDC_TIMEOUT_MS, cooldownDuration: 30_000, cacheMaxAge: 10 * 60_000 });
+    set = (await loadJose()).createRemoteJWKSet(new URL(jwksUri), { timeoutDuration: OIDC_TIMEOUT_MS, cooldownDuration: 30_000, cacheMaxAge: 10 * 60_000 });
     keySets.set(jwksUri, set);
   }
   return set;
@@ -124,9 +128,10 @@ export async function completeSignIn(oidc: OidcConfig, redirectUri: string, code
 
 async function verifyIdToken(oidc: OidcConfig, doc: Discovery, idToken: string, nonce: string): Promise<VerifiedIdentity> {
   const algorithms = (doc.id_token_signing_alg_values_supported ?? ['RS256']).filter((a) => a !== 'none' && !a.startsWith('HS'));
+  const { jwtVerify, errors: joseErrors } = await loadJose();
   let payload: JWTPayload;
   try {
-    ({ payload } = await jwtVerify(idToken, keySet(doc.jwks_uri), {
+    ({ payload } = await jwtVerify(idToken, await keySet(doc.jwks_uri), {
       issuer: oidc.issuer,
       audience: oidc.clientId,
       algorithms: algorithms.length ? algorithms : ['RS256'],

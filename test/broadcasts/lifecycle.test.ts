@@ -15,10 +15,10 @@ const post = (key: string, path: string, body?: unknown) => ctx.call(key, path, 
 
 test('natural-language and ISO scheduling; past 30 days or unparseable is 422', async () => {
   const now = new Date('2026-12-01T19:00:00Z');
-  assert.equal(parseScheduledAt('in 1 hour', now).toISOString(), '2026-12-01T20:00:00.000Z');
-  assert.equal(parseScheduledAt('tomorrow at 9am', now).toISOString(), '2026-12-02T09:00:00.000Z');
-  assert.throws(() => parseScheduledAt('in 31 days', now));
-  assert.throws(() => parseScheduledAt('whenever you like', now));
+  assert.equal((await parseScheduledAt('in 1 hour', now)).toISOString(), '2026-12-01T20:00:00.000Z');
+  assert.equal((await parseScheduledAt('tomorrow at 9am', now)).toISOString(), '2026-12-02T09:00:00.000Z');
+  await assert.rejects(parseScheduledAt('in 31 days', now));
+  await assert.rejects(parseScheduledAt('whenever you like', now));
 
   const { projectId, key } = await ctx.tenant('bc-schedule');
   const { segmentId } = await seedSegment(ctx.sql, projectId, 3);
