@@ -351,6 +351,10 @@ export async function freshDatabase(adminUrl: string, label: string): Promise<{ 
       if (current.replace(/--.*$/gm, '').trim()) await db.unsafe(current);
       await applyViews(db);
     } finally { await db.end(); }
+    // BENCH_KEEP_DB=1 leaves the database for reading afterwards (EXPLAIN on the loaded history).
+    if (process.env.BENCH_KEEP_DB === '1') {
+      return { url, drop: async () => { process.stderr.write(`# kept database ${name}\n`); await admin.end(); } };
+    }
     return { url, drop: async () => { try { await drop(); } finally { await admin.end(); } } };
   } catch (err) {
     await drop().catch(() => {});

@@ -25,7 +25,8 @@ group by 1, 2;
 -- Window: per project and status, the emails created in the last hour that have finished (sent,
 -- failed, canceled), and every email still scheduled, queued or sending whatever its age, so a
 -- backlog never hides. sent_last_5m and sent_last_60m count by sent_at, on the project's `sent` row
--- (present, with emails 0, when only older emails were sent in the hour).
+-- (present, with emails 0, when only older emails were sent in the hour), from one range of
+-- emails_sent_at_idx.
 --
 -- The hour is also read as an id range (ids begin with their creation time, and the day partitions
 -- are id ranges) starting an hour early: an id is made by the process's clock, created_at by the
