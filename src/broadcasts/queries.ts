@@ -209,10 +209,20 @@ export async function insertRecipients(tx: TxSql, rows: { broadcastId: string; c
     on conflict do nothing`;
 }
 
-/** The page's cursor and tallies, and `paged_at` once the segment is read to its end. */
-export async function advance(tx: TxSql, b: BroadcastRow, cursor: string | null, made: number, suppressed: number, done: boolean) {
-  await tx`update broadcasts set cursor = ${cursor}, recipients = recipients + ${made}, suppressed = suppressed + ${suppressed},
-      paged_at = ${done ? tx`now()` : tx`null`}, updated_at = now()
+/**
+ * The page's cursor and tallies, and `paged_at` once the segment is read to its end; the page's new
+ * emails (queued) and its copies over the message limit (too_large) go on the broadcast's counters.
+ */
+export async function advance(tx: TxSql, b: BroadcastRow, cursor: string | null, page: { queued: number; tooLarge: number; suppressed: number }, done: boolean) {
+  await tx`
+    with counted as (
+      insert into broadcast_counts as c (broadcast_id, project_id, metric, shard, n)
+      select ${b.id}, ${b.projectId}, d.metric, pg_backend_pid(), d.n
+      from (values ('queued', ${page.queued}::int), ('too_large', ${page.tooLarge}::int)) d(metric, n)
+      where d.n > 0
+      on conflict (broadcast_id, metric, shard) do update set n = c.n + excluded.n)
+    update broadcasts set cursor = ${cursor}, recipients = recipients + ${page.queued + page.tooLarge},
+      suppressed = suppressed + ${page.suppressed}, paged_at = ${done ? tx`now()` : tx`null`}, updated_at = now()
     where id = ${b.id} and project_id = ${b.projectId}`;
 }
 
@@ -236,17 +246,17 @@ export async function duplicateBroadcast(sql: Sql | TxSql, projectId: string, id
 export type BroadcastCounts = Record<'recipients' | 'suppressed' | 'queued' | 'sent' | 'delivered' | 'opened' | 'clicked' | 'bounced' | 'complained' | 'unsubscribed' | 'failed', number>;
 
 /**
- * The counts, in one grouped read over the broadcast's emails (by their broadcast's index) and
- * its recipients' rows; recipients and suppressed are the tallies the pages keep. `failed` also
- * holds the recipients whose personalised copy was over the message limit, for whom no email
- * was made. Once retention has kept them on the row (its emails are going), those.
+ * The counts: the emails' states and the copies over the message limit from the broadcast's
+ * counters (broadcast_counts, a row per metric and connection, kept as its emails change, so the
+ * read costs the same at any size); bounces and complaints from the project's events of those two
+ * kinds about emails made since the broadcast began (events are partitioned by email id, so only
+ * those days are read), matched to its emails; the recipients who left, from the few who did;
+ * recipients and suppressed, the tallies the pages keep. `failed` also holds the recipients whose
+ * personalised copy was over the message limit, for whom no email was made. Once retention has
+ * kept them on the row (its emails are going), those.
  */
 export async function broadcastCounts(sql: Sql, b: BroadcastRow): Promise<BroadcastCounts> {
   if (b.countsKept) return b.countsKept;
-  // One statement, each count read as before: the emails' states by the broadcast's index;
-  // bounces and complaints from the project's events of those two kinds about emails made since
-  // the broadcast began (events are partitioned by email id, so only those days are read), matched
-  // to its emails; the recipients who left, from the few who did.
   const rated = b.snapshotAt
     ? sql`select count(distinct ev.email_id) filter (where ev.type = 'email.bounced')::int as bounced,
         count(distinct ev.email_id) filter (where ev.type = 'email.complained')::int as complained
@@ -258,17 +268,16 @@ export async function broadcastCounts(sql: Sql, b: BroadcastRow): Promise<Broadc
     select states.*, rated.*,
       (select count(*)::int from broadcast_recipients r
        where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and r.email_id is not null
-         and r.contact_id in (${leftContacts(sql, b)})) as unsubscribed,
-      (select count(*)::int from broadcast_recipients r
-       where r.broadcast_id = ${b.id} and r.project_id = ${b.projectId} and r.skipped = 'too_large') as too_large
+         and r.contact_id in (${leftContacts(sql, b)})) as unsubscribed
     from (
-      select count(*) filter (where status in ('queued', 'sending', 'scheduled'))::int as queued,
-        count(*) filter (where status = 'sent')::int as sent,
-        count(*) filter (where delivered_at is not null)::int as delivered,
-        count(*) filter (where opened_at is not null)::int as opened,
-        count(*) filter (where clicked_at is not null)::int as clicked,
-        count(*) filter (where status = 'failed')::int as failed
-      from emails where broadcast_id = ${b.id} and project_id = ${b.projectId}) states
+      select coalesce(sum(n) filter (where metric = 'queued'), 0)::int as queued,
+        coalesce(sum(n) filter (where metric = 'sent'), 0)::int as sent,
+        coalesce(sum(n) filter (where metric = 'delivered'), 0)::int as delivered,
+        coalesce(sum(n) filter (where metric = 'opened'), 0)::int as opened,
+        coalesce(sum(n) filter (where metric = 'clicked'), 0)::int as clicked,
+        coalesce(sum(n) filter (where metric = 'failed'), 0)::int as failed,
+        coalesce(sum(n) filter (where metric = 'too_large'), 0)::int as too_large
+      from broadcast_counts where broadcast_id = ${b.id} and project_id = ${b.projectId}) states
     cross join (${rated}) rated`;
   const { tooLarge, ...counts } = row;
   return { recipients: b.recipients, suppressed: b.suppressed, ...counts, failed: counts.failed + tooLarge };

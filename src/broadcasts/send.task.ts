@@ -128,7 +128,7 @@ export function broadcastSendTask(deps: WorkerDeps): Task {
       await q.insertRecipients(tx, rows);
       const done = page.length < BROADCAST_PAGE_SIZE;
       // A copy too large to send is a recipient it failed for: counted in `recipients` and `failed`.
-      await q.advance(tx, locked, page.at(-1)?.id ?? locked.cursor, emails.length + tooLarge, skipped, done);
+      await q.advance(tx, locked, page.at(-1)?.id ?? locked.cursor, { queued: emails.length, tooLarge, suppressed: skipped }, done);
       await tx`select ${q.broadcastJob(tx, id, projectId, tx`now()`)}`;
     }));
   };

@@ -5,12 +5,13 @@ import { REMOVAL_LOCK } from '../retention/partitions.ts';
 type Delta = { projectId: string; day: string; metric: string; n: number };
 type ReputationDelta = { projectId: string; accountId: string | number; hour: Date; metric: string; n: number };
 type EndpointDelta = { endpointId: string; projectId: string; hour: Date; metric: string; n: number };
+type BroadcastDelta = { broadcastId: string; projectId: string; metric: string; n: number };
 
 /**
  * Recomputes every number kept only to make reads fast from the rows it summarises: the daily
  * event counters per project (from events), the hourly reputation counters (from events and
  * their emails), the webhook endpoints' hourly outcome counters of the last two days and last
- * errors (from the deliveries), the tag entries the tag filter reads (from each email's tags) and the recipient
+ * errors (from the deliveries), the broadcasts' counters (from their emails and recipients), the tag entries the tag filter reads (from each email's tags) and the recipient
  * entries the `to` filter reads (from each email's to, cc and bcc). Returns how many derived rows
  * it found.
  *
@@ -22,7 +23,7 @@ type EndpointDelta = { endpointId: string; projectId: string; hour: Date; metric
  * day detached and not dropped yet are counted, since retention takes them off when it drops it.
  */
 export async function rebuildStats(sql: Sql): Promise<number> {
-  const { daily, reputation, endpoints, found } = await readDifferences(sql);
+  const { daily, reputation, endpoints, broadcasts, found } = await readDifferences(sql);
   await sql.begin(async (tx) => {
     if (daily.length) {
       await tx`
@@ -47,6 +48,14 @@ export async function rebuildStats(sql: Sql): Promise<number> {
         from jsonb_to_recordset(${tx.json(endpoints.map((d) => ({ endpoint_id: d.endpointId, project_id: d.projectId, hour: d.hour, metric: d.metric, n: d.n })))}) as d(endpoint_id text, project_id text, hour timestamptz, metric text, n bigint)
         order by 1, 3, 4
         on conflict (endpoint_id, hour, metric, shard) do update set n = c.n + excluded.n`;
+    }
+    if (broadcasts.length) {
+      await tx`
+        insert into broadcast_counts as c (broadcast_id, project_id, metric, shard, n)
+        select d.broadcast_id, d.project_id, d.metric, pg_backend_pid(), d.n
+        from jsonb_to_recordset(${tx.json(broadcasts.map((d) => ({ broadcast_id: d.broadcastId, project_id: d.projectId, metric: d.metric, n: d.n })))}) as d(broadcast_id text, project_id text, metric text, n bigint)
+        order by 1, 3
+        on conflict (broadcast_id, metric, shard) do update set n = c.n + excluded.n`;
     }
     await tx`delete from webhook_endpoint_counts where hour < ${ENDPOINT_HOURS_FROM(tx)}`;
     // Each endpoint's last error, from its newest failed or retried attempt of the last 24 hours.
@@ -108,7 +117,18 @@ async function readDifferences(sql: Sql) {
           from truth t full join kept k on k.endpoint_id = t.endpoint_id and k.hour = t.hour and k.metric = t.metric
           where coalesce(t.n, 0) <> coalesce(k.n, 0)`;
         const [ends] = await conn<[{ n: number }]>`select count(*)::int as n from (${endpointTruth(conn)}) r`;
-        return { daily: [...daily], reputation: [...reputation], endpoints: [...endpoints], found: truth.n + rep.n + ends.n };
+        const broadcasts = await conn<BroadcastDelta[]>`
+          with truth as (${broadcastTruth(conn)}),
+          kept as (
+            select c.broadcast_id, c.project_id, c.metric, sum(c.n)::bigint as n from broadcast_counts c
+            join broadcasts b on b.id = c.broadcast_id and b.project_id = c.project_id and b.counts_kept is null
+            group by 1, 2, 3)
+          select coalesce(t.broadcast_id, k.broadcast_id) as broadcast_id, coalesce(t.project_id, k.project_id) as project_id,
+            coalesce(t.metric, k.metric) as metric, (coalesce(t.n, 0) - coalesce(k.n, 0))::float8 as n
+          from truth t full join kept k on k.broadcast_id = t.broadcast_id and k.metric = t.metric
+          where coalesce(t.n, 0) <> coalesce(k.n, 0)`;
+        const [casts] = await conn<[{ n: number }]>`select count(*)::int as n from (${broadcastTruth(conn)}) r`;
+        return { daily: [...daily], reputation: [...reputation], endpoints: [...endpoints], broadcasts: [...broadcasts], found: truth.n + rep.n + ends.n + casts.n };
       } finally {
         await conn`commit`.catch(() => {});
       }
@@ -185,6 +205,32 @@ function endpointTruth(conn: ReservedSql) {
     from webhook_deliveries
     where status in ('delivered', 'failed') and coalesce(last_attempt_at, created_at) >= ${ENDPOINT_HOURS_FROM(conn)}
     group by 1, 2, 3, 4`;
+}
+
+/**
+ * Each broadcast's counters as its emails and recipients stand (those whose counts are not kept on
+ * their row yet), as the page writer and the emails' trigger count them (migration 000039).
+ */
+function broadcastTruth(conn: ReservedSql) {
+  return conn`
+    select e.broadcast_id, e.project_id, m.metric, count(*)::bigint as n
+    from emails e
+    join broadcasts b on b.id = e.broadcast_id and b.project_id = e.project_id and b.counts_kept is null
+    cross join lateral (values
+      ('queued', e.status in ('scheduled', 'queued', 'sending')),
+      ('sent', e.status = 'sent'),
+      ('failed', e.status = 'failed'),
+      ('delivered', e.delivered_at is not null),
+      ('opened', e.opened_at is not null),
+      ('clicked', e.clicked_at is not null)) m(metric, counted)
+    where e.broadcast_id is not null and m.counted
+    group by 1, 2, 3
+    union all
+    select r.broadcast_id, r.project_id, 'too_large', count(*)
+    from broadcast_recipients r
+    join broadcasts b on b.id = r.broadcast_id and b.project_id = r.project_id and b.counts_kept is null
+    where r.skipped = 'too_large'
+    group by 1, 2`;
 }
 
 /**
