@@ -19,8 +19,13 @@ export async function keepBroadcastCounts(sql: Sql, before: Date, batch: number)
   const due = await broadcastsToKeep(sql, before, batch);
   for (const b of due) {
     const counts = await broadcastCounts(sql, b);
-    await sql`update broadcasts set counts_kept = ${sql.json(counts)}, updated_at = now()
-      where id = ${b.id} and project_id = ${b.projectId} and counts_kept is null`;
+    // Its counters are read no more once the counts are on its row.
+    await sql`
+      with kept as (
+        update broadcasts set counts_kept = ${sql.json(counts)}, updated_at = now()
+        where id = ${b.id} and project_id = ${b.projectId} and counts_kept is null
+        returning id, project_id)
+      delete from broadcast_counts c using kept k where c.broadcast_id = k.id and c.project_id = k.project_id`;
   }
   return due.length;
 }

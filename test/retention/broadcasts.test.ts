@@ -61,6 +61,9 @@ test('a finished broadcast past RETENTION_DAYS keeps its counts and loses its re
   assert.equal(await rowsOf(sending.id), 1, 'an unfinished broadcast keeps its rows');
   const [kept] = await ctx.sql<[{ countsKept: Record<string, number> | null }]>`select counts_kept from broadcasts where id = ${old}`;
   assert.deepEqual(kept.countsKept, before.counts);
+  const counters = async (id: string) => (await ctx.sql`select 1 from broadcast_counts where broadcast_id = ${id}`).length;
+  assert.equal(await counters(old), 0, 'its counters go once its counts are kept');
+  assert.ok(await counters(recent) > 0, 'a recent broadcast keeps its counters');
   // Its emails go with their days (here, by hand); the counts shown stay what they were.
   await ctx.sql`delete from emails where broadcast_id = ${old} and project_id = ${projectId}`;
   const after = await get(key, old);
