@@ -25,8 +25,9 @@ group by 1, 2;
 -- Window: per project and status, the emails created in the last hour that have finished (sent,
 -- failed, canceled), and every email still scheduled, queued or sending whatever its age, so a
 -- backlog never hides. sent_last_5m and sent_last_60m count by sent_at, on the project's `sent` row
--- (present, with emails 0, when only older emails were sent in the hour), from one range of
--- emails_sent_at_idx.
+-- (present, with emails 0, when only older emails were sent in the hour), read per project from
+-- its range of the (project_id, sent_at) index: the hour's sends, not every email made in the
+-- hours the in-flight read spans.
 --
 -- The hour is also read as an id range (ids begin with their creation time, and the day partitions
 -- are id ranges) starting an hour early: an id is made by the process's clock, created_at by the
@@ -46,10 +47,11 @@ begin
       from %s e where e.status in ('scheduled', 'queued', 'sending')
       group by e.project_id, e.status),
     recently_sent as (
-      select e.project_id, 'sent'::text as status,
-             count(*) filter (where e.sent_at > now() - interval '5 minutes') as sent_last_5m, count(*) as sent_last_60m
-      from %s e where e.sent_at > now() - interval '60 minutes'
-      group by e.project_id)
+      select p.id as project_id, 'sent'::text as status, s.sent_last_5m, s.sent_last_60m
+      from projects p cross join lateral (
+        select count(*) filter (where e.sent_at > now() - interval '5 minutes') as sent_last_5m, count(*) as sent_last_60m
+        from %s e where e.project_id = p.id and e.sent_at > now() - interval '60 minutes') s
+      where s.sent_last_60m > 0)
     select coalesce(f.project_id, r.project_id), coalesce(f.status, r.status), coalesce(f.emails, 0),
            null::interval, coalesce(r.sent_last_5m, 0), coalesce(r.sent_last_60m, 0)
     from finished f full join recently_sent r on r.project_id = f.project_id and r.status = f.status

@@ -209,7 +209,7 @@ function endpointTruth(conn: ReservedSql) {
 
 /**
  * Each broadcast's counters as its emails and recipients stand (those whose counts are not kept on
- * their row yet), as the page writer and the emails' trigger count them (migration 000039).
+ * their row yet), as the page writer and the emails' trigger count them (migration 000038).
  */
 function broadcastTruth(conn: ReservedSql) {
   return conn`

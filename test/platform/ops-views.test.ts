@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
 import { ulid } from 'ulid';
+import postgres from 'postgres';
 import { ID_PREFIX, newId } from '../../src/platform/ids.ts';
 import { ensurePartitions } from '../../src/retention/partitions.ts';
 import { sweepInflight } from '../../src/retention/inflight.task.ts';
@@ -41,8 +42,10 @@ test('ops.email_pipeline counts per status, oldest queued, and recent sends', as
   assert.equal(byStatus.sent!.sentLast60m, 2);
 });
 
-// §17.2: the hour's sends are one range of the sent_at index, not every email of the recent ids.
-test('ops.email_pipeline reads the last hour\'s sends from the sent_at index, not the recent emails', async () => {
+// §17.2: the hour's sends are read per project from its range of the (project_id, sent_at) index,
+// not by reading every email made in the hours the in-flight read spans. The view's own statement
+// is planned as the function runs it, and auto_explain hands its plan back as a notice.
+test('ops.email_pipeline reads each project\'s sends of the last hour from its sent_at range, not the recent emails', async () => {
   const p = await ctx.tenant('ops-sent-index');
   // Four hours of mail; one in five of it sent within the last hour (the 600 whose n is a multiple of 5, n s ago).
   for (let i = 0; i < 3000; i += 500) {
@@ -58,30 +61,26 @@ test('ops.email_pipeline reads the last hour\'s sends from the sent_at index, no
         as r(id text, created timestamptz, sent timestamptz)`;
   }
   await sql`analyze emails`;
-  const [{ source }] = await sql<[{ source: string }]>`select mailroom_inflight_from('emails', 'project_id, sent_at', interval '60 minutes') as source`;
-  // A table this small is cheapest read whole: with that ruled out, the index it can use shows.
-  const plan = await sql.begin(async (tx) => {
-    await tx`set local enable_seqscan = off`;
-    const [explained] = await tx.unsafe(`explain (format json) select e.project_id, count(*) from ${source} e
-      where e.sent_at > now() - interval '60 minutes' group by 1`);
-    return Object.values(explained!)[0];
-  });
+  const plans: string[] = [];
+  const conn = postgres(ctx.url, { max: 1, onnotice: (n) => { plans.push(n.message); }, transform: { column: { from: postgres.toCamel } } });
+  try {
+    await conn`load 'auto_explain'`;
+    await conn`select set_config('auto_explain.log_min_duration', '0', false), set_config('auto_explain.log_nested_statements', 'on', false),
+      set_config('auto_explain.log_level', 'notice', false), set_config('auto_explain.log_format', 'json', false)`;
+    // A table this small is cheapest read whole: with that ruled out, the index each read can use shows.
+    await conn`set enable_seqscan = off`;
+    const [row] = await conn`select sent_last_60m::int from ops.email_pipeline where project_id = ${p.projectId} and status = 'sent'`;
+    assert.equal(row!.sentLast60m, 600);
+  } finally {
+    await conn.end();
+  }
   type Node = { 'Index Name'?: string; 'Index Cond'?: string; Plans?: Node[] };
   const nodes = (n: Node): Node[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
-  const scans = (plan as [{ Plan: Node }]).flatMap((p) => nodes(p.Plan)).filter((n) => n['Index Name']);
-  const bySentAt = scans.filter((n) => /^\(sent_at > /.test(n['Index Cond'] ?? ''));
-  assert.ok(bySentAt.length > 0, JSON.stringify(scans));
-  // A range of an index led by sent_at: one led by anything else is read whole for that condition.
-  for (const n of bySentAt) {
-    const [lead] = await sql<[{ column: string }]>`
-      select a.attname as column from pg_index i join pg_class c on c.oid = i.indexrelid
-      join pg_attribute a on a.attrelid = i.indrelid and a.attnum = i.indkey[0]
-      where c.relname = ${n['Index Name']!}`;
-    assert.equal(lead!.column, 'sent_at', n['Index Name']);
-  }
+  const scans = plans.filter((m) => m.includes('sent_at'))
+    .flatMap((m) => { try { return nodes((JSON.parse(m.slice(m.indexOf('{'))) as { Plan: Node }).Plan); } catch { return []; } })
+    .filter((n) => n['Index Name']?.startsWith('emails_'));
+  assert.ok(scans.some((n) => /project_id = p\.id/.test(n['Index Cond'] ?? '') && /sent_at > /.test(n['Index Cond'] ?? '')), JSON.stringify(scans));
   assert.ok(!scans.some((n) => n['Index Name']!.endsWith('_pkey')), JSON.stringify(scans));
-  const [row] = await sql`select sent_last_60m::int from ops.email_pipeline where project_id = ${p.projectId} and status = 'sent'`;
-  assert.equal(row!.sentLast60m, 600);
 });
 
 test('ops.stuck lists emails in sending for over 5 minutes and overdue deliveries', async () => {

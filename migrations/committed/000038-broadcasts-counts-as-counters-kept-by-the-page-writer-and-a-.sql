@@ -1,5 +1,5 @@
---! Previous: sha1:7ce1b8975ad9b18ad6e379a9c8e075ed61c3eb22
---! Hash: sha1:8468bd48391482a0351d999888e53c17af3a1828
+--! Previous: sha1:7b7cf6bb6144a203ed0cf4a2f47df154b2da03f8
+--! Hash: sha1:563180d16b25fd35b5276a0a07eeafa4125b7c65
 --! Message: Broadcasts: counts as counters kept by the page writer and a trigger on a broadcast's emails
 
 -- A broadcast's counts as counters, so reading them costs the same at a hundred recipients and at
@@ -54,27 +54,33 @@ create trigger emails_broadcast_counts after update on emails for each row
   execute function mailroom_count_broadcast_email();
 
 -- The broadcasts there are (their counts not kept yet), counted once. The trigger's creation
--- waited for every write to emails in progress, and holds off new ones until the commit.
-insert into broadcast_counts (broadcast_id, project_id, metric, shard, n)
-select t.broadcast_id, t.project_id, t.metric, 0, t.n
-from (
-  select e.broadcast_id, e.project_id, m.metric, count(*) filter (where m.counted) as n
-  from emails e
-  join broadcasts b on b.id = e.broadcast_id and b.project_id = e.project_id and b.counts_kept is null
-  cross join lateral (values
-    ('queued', e.status in ('scheduled', 'queued', 'sending')),
-    ('sent', e.status = 'sent'),
-    ('failed', e.status = 'failed'),
-    ('delivered', e.delivered_at is not null),
-    ('opened', e.opened_at is not null),
-    ('clicked', e.clicked_at is not null)) m(metric, counted)
-  where e.broadcast_id is not null
-  group by 1, 2, 3
-  union all
-  select r.broadcast_id, r.project_id, 'too_large', count(*)
-  from broadcast_recipients r
-  join broadcasts b on b.id = r.broadcast_id and b.project_id = r.project_id and b.counts_kept is null
-  where r.skipped = 'too_large'
-  group by 1, 2) t
-where t.n > 0
-on conflict (broadcast_id, metric, shard) do update set n = broadcast_counts.n + excluded.n;
+-- waited for every write to emails in progress, and holds off new ones until the commit. Each
+-- broadcast's emails are read from the days since it began (its id bounds written into the
+-- statement), so only those partitions are planned and locked, not every day kept.
+do $$
+declare
+  b record;
+begin
+  for b in select id, project_id, coalesce(snapshot_at, created_at) as began from broadcasts where counts_kept is null loop
+    execute format($q$
+      insert into broadcast_counts (broadcast_id, project_id, metric, shard, n)
+      select e.broadcast_id, e.project_id, m.metric, 0, count(*)
+      from emails e
+      cross join lateral (values
+        ('queued', e.status in ('scheduled', 'queued', 'sending')),
+        ('sent', e.status = 'sent'),
+        ('failed', e.status = 'failed'),
+        ('delivered', e.delivered_at is not null),
+        ('opened', e.opened_at is not null),
+        ('clicked', e.clicked_at is not null)) m(metric, counted)
+      where e.id >= %L and e.broadcast_id = %L and e.project_id = %L and m.counted
+      group by 1, 2, 3$q$,
+      mailroom_id_floor('email_', b.began - interval '1 minute'), b.id, b.project_id);
+    insert into broadcast_counts (broadcast_id, project_id, metric, shard, n)
+    select r.broadcast_id, r.project_id, 'too_large', 0, count(*)
+    from broadcast_recipients r
+    where r.broadcast_id = b.id and r.project_id = b.project_id and r.skipped = 'too_large'
+    group by 1, 2;
+  end loop;
+end
+$$;

@@ -1,5 +1,5 @@
---! Previous: sha1:ee240be1a27bb0d38483105dcdf3035912bb66a7
---! Hash: sha1:7ce1b8975ad9b18ad6e379a9c8e075ed61c3eb22
+--! Previous: sha1:601cf088cebf311c12a789abd2300e6bcc525fb6
+--! Hash: sha1:7b7cf6bb6144a203ed0cf4a2f47df154b2da03f8
 --! Message: Reputation: mailroom_reputation() reads the hours newest first and stops where the last 10,000 sent recipients begin
 
 -- mailroom_reputation() reads only the hours its windows need. The representative window goes
