@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
-import { setPriority } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { readFileSync } from 'node:fs';
 import { after } from 'node:test';
 import { TEST_SECRET_KEY } from './app.ts';
+import { scheduleAhead } from './scheduling.ts';
 import { spawnEntry, type Spawned } from './process.ts';
 import { testRedisUrl } from './redis.ts';
 
@@ -71,7 +71,7 @@ export async function whileProbing<T>(url: string, label: string, work: () => Pr
     })();`], { stdio: ['pipe', 'pipe', 'inherit'] });
   // The prober stands in for a health checker on another host: on a shared machine it is scheduled
   // first where allowed, so its probes time the API, not its own wait for a CPU.
-  try { setPriority(prober.pid!, -10); } catch { /* not permitted: probes as it is */ }
+  scheduleAhead([prober.pid!]);
   let out = '';
   prober.stdout!.on('data', (d) => { out += d; });
   const exited = new Promise((resolve) => prober.on('exit', resolve));
@@ -85,15 +85,14 @@ export async function whileProbing<T>(url: string, label: string, work: () => Pr
   // An app served in this process stands in for an API on a host of its own: its event loop (this
   // thread only; Linux keeps a nice value per thread, and the MIME pool's threads keep theirs) is
   // scheduled before the other test files' processes, so a probe times this loop, not the suite.
-  const inProcess = opts.pid === undefined;
-  if (inProcess) try { setPriority(0, -10); } catch { /* not permitted: measures as it is */ }
+  const putBack = opts.pid === undefined ? scheduleAhead([0]) : () => {};
   let result: T;
   try {
     result = await work();
     // A few probes after the work too: what it left behind (a parse, a collection) counts as well.
     await new Promise((r) => setTimeout(r, 300));
   } finally {
-    if (inProcess) try { setPriority(0, 0); } catch { /* as it was */ }
+    putBack();
     delay.disable();
     clearInterval(sampler);
     prober.stdin!.end();

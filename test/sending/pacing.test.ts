@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { createTestContext, TEST_SECRET_KEY } from '../helpers/app.ts';
 import { startFakeSes } from '../helpers/fake-ses.ts';
 import { testRedisUrl, REDIS_SKIP_REASON } from '../helpers/redis.ts';
+import { scheduleAhead } from '../helpers/scheduling.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startTestWorker } from '../helpers/worker.ts';
 import { freePort, startWorkerProcess, stopProcess } from '../helpers/worker-process.ts';
@@ -172,8 +173,14 @@ test('throttling fails nothing and costs no attempt; the quota is read again at 
   const total = 24;
   for (let i = 0; i < total; i++) await insertEmail(ctx.sql, projectId, { subject: `Throttled ${i}` });
   const worker = await startTestWorker(ctx.config, ctx.sql);
-  await waitFor('every throttled email to be sent', async () => (await statuses(projectId)).sent?.n === total, 50_000, 100);
-  await worker.stop();
+  // Worker and SES both run here: ahead of the other test files, as on hosts of their own.
+  const putBack = scheduleAhead([0]);
+  try {
+    await waitFor('every throttled email to be sent', async () => (await statuses(projectId)).sent?.n === total, 50_000, 100);
+  } finally {
+    putBack();
+    await worker.stop();
+  }
   const byStatus = await statuses(projectId);
   assert.deepEqual(Object.keys(byStatus), ['sent']);
   assert.equal(byStatus.sent!.attempts, 1, 'a throttle is not an attempt');
@@ -204,6 +211,10 @@ test('a rate dropped after connect, with four worker processes and a backlog: ev
   };
   const workers = [];
   for (let i = 0; i < processes; i++) workers.push(startWorkerProcess({ ...env, SINK_SMTP_PORT: String(await freePort()) }));
+  // The bound is a race between the paced sends and the first throttle's answer reaching every
+  // process. The workers and SES (served here) run on hosts of their own in production; here they
+  // are scheduled ahead of the other test files, so a starved CPU does not stand in for the code.
+  const putBack = scheduleAhead([0, ...workers.map((w) => w.pid!)]);
   try {
     // Every process warm, sending at 40/s; then SES allows 1 and a backlog arrives at once.
     for (let i = 0; i < warm; i++) await insertEmail(ctx.sql, projectId, { subject: `Warm ${i}` });
@@ -220,6 +231,7 @@ test('a rate dropped after connect, with four worker processes and a backlog: ev
     await waitFor('every throttled email to be sent', async () => (await statuses(projectId)).sent?.n === warm + backlog, 60_000, 100);
   } finally {
     ses.hooks.beforeAccount = undefined;
+    putBack();
     await Promise.all(workers.map((w) => stopProcess(w)));
   }
   process.stdout.write(`# rate dropped from 40 to ${rate} after connect, ${processes} worker processes, ${backlog} emails of backlog: throttles ${ses.stats.throttled} (allowed ${2 + rate})\n`);
