@@ -2,6 +2,9 @@ import type { Logger } from './log.ts';
 
 export const SHUTDOWN_BUDGET_MS = 10_000;
 
+/** What a replaced job runner's database pool answers every request with. */
+export const REPLACED_RUNNER_REFUSAL = 'this job runner was replaced; its jobs were released to the new one';
+
 export type ShutdownStep = [name: string, close: () => Promise<unknown>];
 
 /**
@@ -29,6 +32,12 @@ export function onShutdown(log: Logger, steps: ShutdownStep[]): (exitCode: numbe
     // shut-down runner's jobs, say) is the outage, not a fault of the process: it rides through.
     if (isDatabaseUnreachable(reason)) {
       log.warn({ err: (reason as Error).message }, 'a background task failed while the database was unreachable');
+      return;
+    }
+    // A replaced job runner is cut off from the database on purpose (platform/worker.ts), and
+    // graphile-worker does not handle every refusal it then meets.
+    if (reason instanceof Error && reason.message.includes(REPLACED_RUNNER_REFUSAL)) {
+      log.info({ err: reason.message }, 'late work of a replaced job runner refused');
       return;
     }
     log.fatal({ err: reason instanceof Error ? reason.message : String(reason) }, 'unhandled promise rejection; shutting down');

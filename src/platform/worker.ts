@@ -5,6 +5,7 @@ import { parseCronItems, run, Logger as WorkerLogger, type CronItem, type Runner
 import pg from 'pg';
 import type { Sql, TxSql } from './db.ts';
 import type { Logger } from './log.ts';
+import { REPLACED_RUNNER_REFUSAL } from './shutdown.ts';
 
 const HEARTBEAT_MS = 5_000;
 /** A pool silent for this long is presumed dead and its jobs are released (WORKER_DEAD_AFTER_SECONDS). */
@@ -77,7 +78,7 @@ export async function startWorker(opts: {
   // Each runner gets a pool of its own, so stopping the worker also closes its connections
   // (runner.stop() leaves a pool it created open), a new runner never inherits connections the
   // server ended, and a dropped connection is logged rather than crashing the process.
-  const newPgPool = () => {
+  const newPgPool = (replaced: () => boolean = () => false) => {
     // Every wait on the server is bounded: a connection within 5 s, a query's answer within 10 s
     // (graphile-worker's are all short), so a connection the server ended without a word fails
     // the query instead of leaving a fetch or a completion, and with it the runner, waiting.
@@ -88,14 +89,14 @@ export async function startWorker(opts: {
     const lost = (err: Error) => log.warn({ err: err.message }, 'worker database connection lost');
     pool.on('error', lost);
     pool.on('connect', (client) => client.on('error', lost));
-    return releasingOnce(pool, () => log.debug('a pool client was released a second time; ignored'));
+    return refusingOnceReplaced(releasingOnce(pool, () => log.debug('a pool client was released a second time; ignored')), replaced);
   };
 
-  type Current = { runner: Runner; pgPool: pg.Pool; poolId: string; shuttingDown: boolean; ended: boolean; fetchFailures: number };
+  type Current = { runner: Runner; pgPool: pg.Pool; poolId: string; shuttingDown: boolean; ended: boolean; replaced: boolean; fetchFailures: number };
   const startRunner = async (): Promise<Current> => {
     const events = new EventEmitter() as NonNullable<Parameters<typeof run>[0]['events']>;
-    const pgPool = newPgPool();
-    const current: Current = { runner: undefined as unknown as Runner, pgPool, poolId: '', shuttingDown: false, ended: false, fetchFailures: 0 };
+    const current = { runner: undefined as unknown as Runner, poolId: '', shuttingDown: false, ended: false, replaced: false, fetchFailures: 0 } as Current;
+    const pgPool = current.pgPool = newPgPool(() => current.replaced);
     events.on('pool:create', ({ workerPool }) => { current.poolId = workerPool.id; });
     events.on('localQueue:getJobs:complete', () => { current.fetchFailures = 0; });
     events.on('pool:gracefulShutdown', ({ message }) => {
@@ -175,6 +176,12 @@ export async function startWorker(opts: {
     log.warn({ pool: old.poolId, reason }, old.shuttingDown || old.ended
       ? 'the job runner shut down on its own after a database error; starting a new one'
       : 'the job runner can no longer fetch jobs; starting a new one');
+    // From here the old runner reaches the database no more. Its jobs are about to be released, and
+    // a task of its still running may key its job again (an email requeued), which reuses that very
+    // row once it is free: the old runner's completion, which deletes by job id, would delete the
+    // new job with it. Refused, the completion leaves the row, and a job run twice finds its email
+    // already settled.
+    old.replaced = true;
     restarting = (async () => {
       for (let i = 0; !stopping; i++) {
         try {
@@ -317,6 +324,22 @@ export function releasingOnce(pool: pg.Pool, onSecond: () => void): pg.Pool {
   pool.connect = ((callback?: ConnectCallback) => {
     if (!callback) return connect()!.then((client) => { guard(client); return client; });
     connect((err, client, done) => callback(err, client, client ? guard(client) : done));
+    return undefined;
+  }) as typeof pool.connect;
+  return pool;
+}
+
+/**
+ * The pool, refusing every new connection once `replaced()` answers true: a replaced runner's
+ * completions and fetches fail instead of reaching rows that are no longer its own.
+ */
+function refusingOnceReplaced(pool: pg.Pool, replaced: () => boolean): pg.Pool {
+  const connect = pool.connect.bind(pool) as unknown as (callback?: ConnectCallback) => Promise<pg.PoolClient> | undefined;
+  const refusal = () => new Error(REPLACED_RUNNER_REFUSAL);
+  pool.connect = ((callback?: ConnectCallback) => {
+    if (!replaced()) return connect(callback);
+    if (!callback) return Promise.reject(refusal());
+    queueMicrotask(() => callback(refusal(), undefined, () => {}));
     return undefined;
   }) as typeof pool.connect;
   return pool;

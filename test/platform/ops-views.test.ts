@@ -62,7 +62,7 @@ test('ops.email_pipeline reads each project\'s sends of the last hour from its s
   }
   await sql`analyze emails`;
   const plans: string[] = [];
-  const conn = postgres(ctx.url, { max: 1, onnotice: (n) => { plans.push(n.message); }, transform: { column: { from: postgres.toCamel } } });
+  const conn = postgres(ctx.url, { max: 1, onnotice: (n) => { plans.push(String(n.message)); }, transform: { column: { from: postgres.toCamel } } });
   try {
     await conn`load 'auto_explain'`;
     await conn`select set_config('auto_explain.log_min_duration', '0', false), set_config('auto_explain.log_nested_statements', 'on', false),

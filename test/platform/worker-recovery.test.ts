@@ -119,6 +119,47 @@ test('a runner shut down by itself while a job keeps it from finishing is replac
   }
 });
 
+test('a job released with a replaced runner and keyed again by its task, still running there, is not deleted by that runner\'s completion', async () => {
+  // As a send does when it hands its email back to the queue: the same job key, added again from
+  // the task. With the job released (unlocked) that reuses its row, which the old runner's
+  // completion deletes by id, and the email would be left queued with no job.
+  let jobStarted!: () => void;
+  let letJobEnd!: () => void;
+  const started = new Promise<void>((resolve) => { jobStarted = resolve; });
+  const ended = new Promise<void>((resolve) => { letJobEnd = resolve; });
+  const handle = await startWorker({
+    databaseUrl: url, sql, log, concurrency: 1, deadAfterSeconds: 30,
+    // The released job is kept out of the new runner's reach, so the old runner's task is the one
+    // that keys it again; released jobs are those whose locks the replacement ends.
+    beforeFetching: async (db) => { await db.query(`update graphile_worker._private_jobs set run_at = now() + interval '1 hour' where key = 'again'`); },
+    taskList: {
+      requeueing: async () => {
+        jobStarted();
+        await ended;
+        await sql`select graphile_worker.add_job('requeueing', '{"n":2}', job_key := 'again', run_at := now() + interval '1 hour')`;
+      },
+    },
+  });
+  const old = handle.runner;
+  try {
+    await sql`select graphile_worker.add_job('requeueing', '{"n":1}', job_key := 'again')`;
+    await started;
+    void old.stop(); // as graphile-worker does by itself after a database error
+    await waitUntil(() => handle.restarts === 1, 3000);
+    const [released] = await sql<[{ lockedBy: string | null }]>`select locked_by from graphile_worker.jobs where key = 'again'`;
+    assert.equal(released.lockedBy, null, 'the replacement released the job');
+    letJobEnd();
+    // The old runner finishes its shutdown once its task has ended and its completion was tried.
+    await Promise.race([old.promise.catch(() => {}), new Promise((r) => setTimeout(r, 3000))]);
+    await new Promise((r) => setTimeout(r, 200));
+    const jobs = await sql<{ payload: { n: number } }[]>`select payload from graphile_worker._private_jobs where key = 'again'`;
+    assert.deepEqual(jobs.map((j) => j.payload.n), [2], 'the job the task added is there');
+  } finally {
+    letJobEnd();
+    await handle.stop();
+  }
+});
+
 test('a runner whose first lookup of its task ids meets a connection the server ends, and so fails every fetch after it, is replaced and the jobs run', async () => {
   const ran: string[] = [];
   // The lookup's INSERT waits on this lock, and its connection is ended while it waits.
