@@ -10,7 +10,7 @@ const redisUrl = await testRedisUrl();
 const ctx = await createTestContext({ env: { PUBLIC_BASE_URL: 'https://mail.example.test' } });
 
 // Enough that five workers, each killed a few dozen sends after it starts, all die mid-broadcast.
-const RECIPIENTS = Number(process.env.BROADCAST_CRASH_RECIPIENTS ?? 2500);
+const RECIPIENTS = Number(process.env.BROADCAST_CRASH_RECIPIENTS ?? 5000);
 const KILLS = 5;
 
 test('worker SIGKILLs during a broadcast lose no recipient; a second copy only of a send in flight, same Message-ID, never a third', { skip: redisUrl ? false : REDIS_SKIP_REASON, timeout: 900_000 }, async (tc) => {
