@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
 import { startFakeSes } from '../helpers/fake-ses.ts';
 import { startFakeSqs } from '../helpers/fake-sqs.ts';
+import { scheduleAhead } from '../helpers/scheduling.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startTestWorker } from '../helpers/worker.ts';
 import { connectProvider } from '../../src/providers/connections.ts';
@@ -111,7 +112,14 @@ test('2,000 emails with 6% hard bounces 15 s late: paused with the rest held, an
   assert.equal(fresh.state, 'ok');
   for (const w of fresh.windows) assert.equal(w.sent, 0, `${w.scope} ${w.window} starts afresh`);
 
-  await waitFor('every held email to be sent', async () => (await counts()).sent === TOTAL + 1, 120_000, 200);
+  // The order is timed: the worker and SES, both served here, run ahead of the other test files,
+  // as on hosts of their own, so a slot missed for want of a CPU does not stand in for the code.
+  const putBack = scheduleAhead([0]);
+  try {
+    await waitFor('every held email to be sent', async () => (await counts()).sent === TOTAL + 1, 120_000, 200);
+  } finally {
+    putBack();
+  }
   const drainSeconds = (Date.now() - resumedAt) / 1000;
   await worker.stop();
   const perRecipient = new Map<string, number>();
