@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import postgres from 'postgres';
@@ -64,6 +64,12 @@ export function spawnService(command: string, args: string[], env: Record<string
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.add(child);
+  // BENCH_LOG_DIR=<dir> keeps each process's whole output there, to look into a failed run.
+  if (process.env.BENCH_LOG_DIR) {
+    const file = path.join(path.resolve(process.env.BENCH_LOG_DIR), `${path.basename(args.at(-1) ?? command)}-${child.pid}.log`);
+    child.stdout!.on('data', (chunk: Buffer) => appendFileSync(file, chunk));
+    child.stderr!.on('data', (chunk: Buffer) => appendFileSync(file, chunk));
+  }
   const lines: Record<string, unknown>[] = [];
   let tail = '';
   let partial = '';
