@@ -47,3 +47,24 @@ test('a promise rejected with no handler stops the process through the same shut
   assert.match(outcome.stdout, /lost connection/);
   assert.match(outcome.stdout, /jobs step ran/);
 });
+
+test('a rejection of a replaced job runner\'s refused work, as graphile-worker wraps it, does not stop the process', async () => {
+  const shutdownModule = fileURLToPath(new URL('../../src/platform/shutdown.ts', import.meta.url));
+  const logModule = fileURLToPath(new URL('../../src/platform/log.ts', import.meta.url));
+  const script = `
+    const { onShutdown, REPLACED_RUNNER_REFUSAL } = await import(${JSON.stringify(shutdownModule)});
+    const { createLogger } = await import(${JSON.stringify(logModule)});
+    onShutdown(createLogger('info'), []);
+    Promise.reject(new Error('Error occurred whilst returning jobs from local queue to database queue: ' + REPLACED_RUNNER_REFUSAL));
+    setTimeout(() => { process.stdout.write('still running\\n'); process.exit(0); }, 300);
+  `;
+  const outcome = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+    const child = execFile(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { timeout: 20_000 }, (_err, stdout) => {
+      resolve({ code: child.exitCode, stdout });
+    });
+  });
+  assert.equal(outcome.code, 0);
+  assert.match(outcome.stdout, /late work of a replaced job runner refused/);
+  assert.match(outcome.stdout, /still running/);
+  assert.doesNotMatch(outcome.stdout, /shutting down/);
+});
