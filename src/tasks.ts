@@ -3,6 +3,7 @@ import type { WorkerDeps } from './interfaces.ts';
 import { domainCheckTask } from './domains/check.task.ts';
 import { DOMAIN_RECHECK_CRON, domainRecheckTask } from './domains/recheck.task.ts';
 import { emailSendTask } from './emails/send.task.ts';
+import { ORPHAN_SWEEP_CRON, orphanSweepTask } from './emails/orphans.task.ts';
 import { broadcastSendTask } from './broadcasts/send.task.ts';
 import { htmlForSending } from './tracking/service.ts';
 import { PRUNE_CRON, pruneTask } from './platform/prune.task.ts';
@@ -28,6 +29,7 @@ export function buildTaskList(deps: WorkerDeps): TaskList {
     domain__recheck: domainRecheckTask(deps),
     // Tracking rewrites the HTML at send time; handed in here so sending never imports tracking.
     email__send: emailSendTask(deps, htmlForSending(deps)),
+    email__requeue_orphans: orphanSweepTask(deps),
     inflight__sweep: inflightSweepTask(deps),
     maintenance__prune: pruneTask(deps),
     provider__refresh_quota: refreshQuotaTask(deps),
@@ -40,7 +42,7 @@ export function buildTaskList(deps: WorkerDeps): TaskList {
 }
 
 export function buildCrontab(_deps: WorkerDeps): CronItem[] {
-  return [DOMAIN_RECHECK_CRON, INFLIGHT_SWEEP_CRON, PRUNE_CRON, QUOTA_REFRESH_CRON, REPUTATION_CHECK_CRON, RETENTION_CRON];
+  return [DOMAIN_RECHECK_CRON, INFLIGHT_SWEEP_CRON, ORPHAN_SWEEP_CRON, PRUNE_CRON, QUOTA_REFRESH_CRON, REPUTATION_CHECK_CRON, RETENTION_CRON];
 }
 
 /** Long-running services the worker process hosts besides jobs (the SMTP sink, queue polling). */
