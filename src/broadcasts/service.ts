@@ -1,6 +1,6 @@
 import type { z } from '@hono/zod-openapi';
 import type { Config } from '../platform/config.ts';
-import type { Sql } from '../platform/db.ts';
+import { beginRetryingDeadlocks, type Sql } from '../platform/db.ts';
 import { isWellFormedId, newId } from '../platform/ids.ts';
 import { ApiError, ValidationError, validationErrorFromZod } from '../http/errors.ts';
 import * as q from './queries.ts';
@@ -162,7 +162,9 @@ export async function sendBroadcast(config: Config, sql: Sql, projectId: string,
 
 export async function cancelBroadcast(sql: Sql, projectId: string, id: string) {
   const b = await requireBroadcast(sql, projectId, id);
-  const row = await sql.begin(async (tx) => {
+  // Its copies not yet sent are canceled in one statement, in index order, while the worker's
+  // shared commits may hold a few of them in another: a deadlock ends this try, not the request.
+  const row = await beginRetryingDeadlocks(sql, async (tx) => {
     const canceled = await q.cancelBroadcast(tx, projectId, id);
     // `status` is where it went: `draft` for a canceled schedule, `canceled` for a stopped send.
     if (canceled) await recordAudit(tx, { action: 'broadcast.canceled', projectId, target: { type: 'broadcast', id }, changes: { name: canceled.name, status: canceled.status } });

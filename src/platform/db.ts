@@ -142,3 +142,18 @@ export function endsConnection(err: unknown): boolean {
   const { severity, code, syscall } = err as { severity?: unknown; code?: unknown; syscall?: unknown };
   return severity === 'FATAL' || severity === 'PANIC' || (typeof code === 'string' && code.startsWith('CONNECTION_')) || typeof syscall === 'string';
 }
+
+/**
+ * A transaction run again when PostgreSQL ends it to break a deadlock (40P01): nothing of it was
+ * written, so running it again is safe. For a request's transaction that updates many rows a
+ * worker may hold in another order (the worker's shared commits lock several emails at once).
+ */
+export async function beginRetryingDeadlocks<T>(sql: Sql, work: (tx: TxSql) => Promise<T>, attempts = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return (await sql.begin(work)) as T;
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== '40P01' || attempt >= attempts) throw err;
+    }
+  }
+}

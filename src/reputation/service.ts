@@ -1,4 +1,4 @@
-import type { Sql } from '../platform/db.ts';
+import { beginRetryingDeadlocks, type Sql } from '../platform/db.ts';
 import type { Logger } from '../platform/log.ts';
 import { recordProjectEvent } from '../events/record.ts';
 import { recordAudit } from '../audit/record.ts';
@@ -97,7 +97,8 @@ export async function changeThresholds(sql: Sql, projectId: string, patch: Thres
  * one transaction. `released` is undefined when the project was not paused (nothing changes).
  */
 export async function resumeSending(sql: Sql, log: Logger, projectId: string): Promise<{ resumed: boolean; released: number }> {
-  const released = await sql.begin(async (tx) => {
+  // Its held mail is re-queued in one statement, which a worker's shared commit may meet in another order.
+  const released = await beginRetryingDeadlocks(sql, async (tx) => {
     const n = await resumeProject(tx, projectId);
     if (n !== undefined) {
       await recordAudit(tx, { action: 'reputation.resumed', projectId, target: { type: 'reputation', id: projectId }, changes: { paused: false } });

@@ -1,4 +1,4 @@
-import type { Sql, TxSql } from '../platform/db.ts';
+import { beginRetryingDeadlocks, type Sql, type TxSql } from '../platform/db.ts';
 import { recordContactEvent } from '../contacts/events.ts';
 
 /** What a broadcast's link may change: its contact, and the project's public topics it may choose among. */
@@ -20,7 +20,8 @@ export async function contactPreferences(sql: Sql, projectId: string, contactId:
 /**
  * The contact's copies of broadcasts it just left that are still waiting in the queue go no
  * further: a contact who unsubscribes mid-send gets nothing more from it (§23.4). Only the
- * broadcasts under `topicId`, or every one when it left them all.
+ * broadcasts under `topicId`, or every one when it left them all. The worker's shared commits may
+ * hold some of these copies in another order, so the transactions around it retry a deadlock.
  */
 async function cancelQueuedCopies(tx: TxSql, projectId: string, contactId: string, topicId: string | null) {
   await tx`
@@ -33,7 +34,7 @@ async function cancelQueuedCopies(tx: TxSql, projectId: string, contactId: strin
 
 /** Out of every broadcast (`unsubscribed: true`), firing `contact.updated`. False when the contact is gone. */
 export async function unsubscribeContact(sql: Sql, projectId: string, contactId: string): Promise<boolean> {
-  return sql.begin(async (tx) => {
+  return beginRetryingDeadlocks(sql, async (tx) => {
     const [row] = await tx<[{ changed: boolean }?]>`
       update contacts set unsubscribed = true, updated_at = now()
       where id = ${contactId} and project_id = ${projectId}
@@ -50,7 +51,7 @@ export async function unsubscribeContact(sql: Sql, projectId: string, contactId:
  * `contact.topics.updated`. Only topics of the project; false when the contact is gone.
  */
 export async function setContactTopics(sql: Sql, projectId: string, contactId: string, choices: { topicId: string; subscription: 'opt_in' | 'opt_out' }[]): Promise<boolean> {
-  return sql.begin(async (tx) => {
+  return beginRetryingDeadlocks(sql, async (tx) => {
     const [contact] = await tx`select 1 from contacts where id = ${contactId} and project_id = ${projectId} for update`;
     if (!contact) return false;
     if (choices.length) {

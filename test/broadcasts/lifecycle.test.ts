@@ -2,6 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestContext } from '../helpers/app.ts';
 import { seedSegment } from './fixtures.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { insertEmail } from '../sending/fixtures.ts';
 import { parseScheduledAt } from '../../src/broadcasts/schedule.ts';
 
 const ctx = await createTestContext({ env: { PUBLIC_BASE_URL: 'https://mail.example.test' } });
@@ -96,4 +98,39 @@ test('isolation: another project sees nothing, cannot use a segment it does not 
   const sending = await createApiKey(ctx.sql, a.projectId, 'sending', 'sending');
   assert.equal((await ctx.call(sending.key, '/v1/broadcasts')).status, 403);
   assert.equal((await post(sending.key, `/v1/broadcasts/${id}/send`)).status, 403);
+});
+
+test('a cancel whose copies a worker\'s shared commit holds in the other order is retried after the deadlock, not answered 500', async () => {
+  const { projectId, key } = await ctx.tenant('bc-deadlock');
+  const { segmentId } = await seedSegment(ctx.sql, projectId, 2);
+  const id = await draft(key, segmentId);
+  assert.equal((await post(key, `/v1/broadcasts/${id}/send`)).status, 200);
+  // Two queued copies, as the page writer leaves them (no worker runs here).
+  const copies: string[] = [];
+  for (const to of ['one@example.net', 'two@example.net']) {
+    copies.push(await insertEmail(ctx.sql, projectId, { to: [to] }, false));
+    await ctx.sql`update emails set broadcast_id = ${id} where id = ${copies.at(-1)!} and project_id = ${projectId}`;
+  }
+  const [first, second] = copies as [string, string];
+  // A worker's shared transaction: it holds the second copy, and will want the first.
+  const worker = await ctx.sql.reserve();
+  try {
+    await worker`begin`;
+    await worker`update emails set updated_at = now() where id = ${second} and project_id = ${projectId}`;
+    const canceling = post(key, `/v1/broadcasts/${id}/cancel`);
+    // The cancel holds the first copy and waits for the second.
+    await waitFor('the cancel to wait for the held copy', async () => (await ctx.sql`
+      select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%status = ''canceled''%'`).length === 1, 10_000, 20);
+    // The worker reaches for the first: a deadlock, which PostgreSQL ends by failing the cancel's try.
+    await worker`update emails set updated_at = now() where id = ${first} and project_id = ${projectId}`;
+    await worker`commit`;
+    const res = await canceling;
+    assert.equal(res.status, 200, await res.clone().text());
+    assert.equal(((await res.json()) as { status: string }).status, 'canceled');
+  } finally {
+    await worker`rollback`.catch(() => {});
+    worker.release();
+  }
+  const rows = await ctx.sql<{ status: string }[]>`select status from emails where broadcast_id = ${id} and project_id = ${projectId}`;
+  assert.deepEqual(rows.map((r) => r.status), ['canceled', 'canceled']);
 });
