@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import type { Piscina } from 'piscina';
 import { loadOnce } from './load-once.ts';
-import type { MimeTask, ParsedSinkMessage, PortMessage, ReceivedReading } from './mime-worker.ts';
+import type { ParsedSinkMessage, PortMessage, ReceivedReading, StreamTask, WholeTask } from './mime-worker.ts';
 
 export type { ParsedSinkMessage, ReceivedReading } from './mime-worker.ts';
 
@@ -137,7 +137,42 @@ type RunOptions = {
   cancel?: AbortSignal;
 };
 
-async function run<T>(task: DistributiveOmit<MimeTask, 'port'>, opts: RunOptions = {}): Promise<T> {
+/** The budget a failed task passed, if it passed one. */
+function overBudget(err: unknown, over: boolean, limit: number): MimeBudgetExceeded | undefined {
+  if (over) return new MimeBudgetExceeded('time', limit);
+  if ((err as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY') return new MimeBudgetExceeded('heap', budget.heapMb);
+  return undefined;
+}
+
+/**
+ * A task whose input goes whole with it. The thread stamps its start in shared memory; the timer
+ * armed at hand-over looks at the stamp when it fires and, while the task is queued or inside
+ * its budget, waits again for the rest.
+ */
+async function runWhole<T>(task: DistributiveOmit<WholeTask, 'started'>): Promise<T> {
+  const piscina = await thePool();
+  const started = new BigInt64Array(new SharedArrayBuffer(8));
+  const abort = new AbortController();
+  const limit = budget.timeMs;
+  let over = false;
+  let timer: NodeJS.Timeout;
+  const check = () => {
+    const since = Number(Atomics.load(started, 0)) / 1000;
+    const left = since === 0 ? limit : limit - (performance.timeOrigin + performance.now() - since);
+    if (left > 0) timer = setTimeout(check, left);
+    else { over = true; abort.abort(); }
+  };
+  timer = setTimeout(check, limit);
+  try {
+    return (await piscina.run({ ...task, started }, { signal: abort.signal })) as T;
+  } catch (err) {
+    throw overBudget(err, over, limit) ?? new MimeUnreadable((err as Error).message);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function run<T>(task: DistributiveOmit<StreamTask, 'port'>, opts: RunOptions = {}): Promise<T> {
   const piscina = await thePool();
   const { port1, port2 } = new MessageChannel();
   const abort = new AbortController();
@@ -183,8 +218,8 @@ async function run<T>(task: DistributiveOmit<MimeTask, 'port'>, opts: RunOptions
   try {
     return (await piscina.run({ ...task, port: port2 }, { transferList: [port2], signal: abort.signal })) as T;
   } catch (err) {
-    if (over) throw new MimeBudgetExceeded('time', limit);
-    if ((err as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY') throw new MimeBudgetExceeded('heap', budget.heapMb);
+    const passed = overBudget(err, over, limit);
+    if (passed) throw passed;
     if (sourceError) throw sourceError;
     if (opts.cancel?.aborted) throw new Error('cancelled');
     throw new MimeUnreadable((err as Error).message);
@@ -199,7 +234,7 @@ async function run<T>(task: DistributiveOmit<MimeTask, 'port'>, opts: RunOptions
 
 /** A message the sink caught, parsed into what it stores. */
 export function parseSinkMessage(raw: Buffer, envelope: { from: string; recipients: string[] }): Promise<ParsedSinkMessage> {
-  return run({ op: 'sink', raw, envelope });
+  return runWhole({ op: 'sink', raw, envelope });
 }
 
 /**
@@ -214,17 +249,17 @@ export async function readReceived(source: Readable, maxBytes = Infinity): Promi
 
 /** `text` and `html` of a message submitted over SMTP (none when the parser cannot read it). */
 export function readBodies(raw: Buffer): Promise<{ text: string | null; html: string | null }> {
-  return run({ op: 'bodies', raw });
+  return runWhole({ op: 'bodies', raw });
 }
 
 /** The reply without its quoted history and signature. */
 export function stripReply(text: string): Promise<string | null> {
-  return run({ op: 'stripReply', text });
+  return runWhole({ op: 'stripReply', text });
 }
 
 /** A header value with its RFC 2047 encoded words decoded. */
 export function decodeWords(value: string): Promise<string> {
-  return run({ op: 'decodeWords', value });
+  return runWhole({ op: 'decodeWords', value });
 }
 
 /**

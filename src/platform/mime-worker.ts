@@ -49,13 +49,20 @@ export type ReceivedReading = {
   strippedText?: string | null;
 };
 
-export type MimeTask =
-  | { op: 'sink'; port: MessagePort; raw: Uint8Array; envelope: { from: string; recipients: string[] } }
+/**
+ * A task whose input travels whole with it: the thread stamps when it starts into `started`
+ * (microseconds since the epoch), not on a port.
+ */
+export type WholeTask =
+  | { op: 'sink'; started: BigInt64Array; raw: Uint8Array; envelope: { from: string; recipients: string[] } }
+  | { op: 'bodies'; started: BigInt64Array; raw: Uint8Array }
+  | { op: 'stripReply'; started: BigInt64Array; text: string }
+  | { op: 'decodeWords'; started: BigInt64Array; value: string };
+/** A task that streams through its own port. */
+export type StreamTask =
   | { op: 'received'; port: MessagePort }
-  | { op: 'bodies'; port: MessagePort; raw: Uint8Array }
-  | { op: 'attachment'; port: MessagePort; index: number }
-  | { op: 'stripReply'; port: MessagePort; text: string }
-  | { op: 'decodeWords'; port: MessagePort; value: string };
+  | { op: 'attachment'; port: MessagePort; index: number };
+export type MimeTask = WholeTask | StreamTask;
 
 export type PortMessage =
   | { t: 'start' }
@@ -247,8 +254,11 @@ function decodeWords(value: string): string {
 }
 
 export default async function run(task: MimeTask): Promise<unknown> {
-  // The event loop's side closes the port once the task is over (its last messages read).
-  task.port.postMessage({ t: 'start' } satisfies PortMessage);
+  // A whole task's start is a stamp in shared memory (no message: most tasks are small, and a
+  // message each way costs more than their parse); a streamed one's is said on its port, which
+  // the event loop's side closes once the task is over (its last messages read).
+  if ('started' in task) Atomics.store(task.started, 0, BigInt(Math.round((performance.timeOrigin + performance.now()) * 1000)));
+  else task.port.postMessage({ t: 'start' } satisfies PortMessage);
   switch (task.op) {
     case 'sink': return sinkMessage(task.raw, task.envelope);
     case 'received': return received(task.port);
