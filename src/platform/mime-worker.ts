@@ -12,10 +12,11 @@ import { autoReply, bounce, declaredType, headerObject, mailboxes, messageIds, s
  * its entry (src/mime-thread.ts) are the only code that imports mailparser, libmime or the reply
  * parser (test/platform/mime-door.test.ts holds that).
  *
- * Each task carries a MessagePort: the thread says `start` on it when the task begins (the budget
- * counts from there), pulls a streamed message through it chunk by chunk (`pull` → `chunk` |
- * `end` | `error`), and sends an attachment's bytes back through it (`out`, `outEnd`), pausing
- * while the reader is behind (`pause`, `resume`).
+ * A task's budget counts from when the thread starts on it. A message handed over whole says so
+ * with a stamp in shared memory. A streamed one carries a MessagePort: the thread says `start` on
+ * it, pulls the message through it chunk by chunk (`pull` → `chunk` | `end` | `error`), and sends
+ * an attachment's bytes back through it (`out`, `outEnd`), pausing while the reader is behind
+ * (`pause`, `resume`).
  */
 
 export type ParsedSinkMessage = {
