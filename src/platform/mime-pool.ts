@@ -14,7 +14,8 @@ export type { ParsedSinkMessage, ReceivedReading } from './mime-worker.ts';
  * bytes, or for a download's reader, does not count); past it the task is aborted and its thread
  * replaced. Each thread's heap is capped; a message that needs more is refused and only its
  * thread dies. Either way the caller gets one MimeBudgetExceeded naming the budget.
- * Threads start on first use, idle ones end, and the pool is closed on shutdown.
+ * The pool starts on first use, or at a worker's boot (startMimePool); one thread then stays, the
+ * others end when idle, and the pool is closed on shutdown.
  */
 
 export type MimeBudget = {
@@ -27,7 +28,7 @@ export type MimeBudget = {
 };
 
 const DEFAULT_BUDGET: MimeBudget = { timeMs: 15_000, heapMb: 256, threads: 2 };
-/** An idle thread ends after this; the next message starts one again. */
+/** An idle thread past the first ends after this; the next message starts one again. */
 const IDLE_MS = 30_000;
 /** How much lower than the process's the threads' scheduling priority is (Linux: per thread). */
 const NICE_INCREMENT = 10;
@@ -69,7 +70,9 @@ const loadPiscina = loadOnce(() => import('piscina'));
 function thePool(): Promise<Piscina> {
   return (pool ??= loadPiscina().then(({ Piscina }) => new Piscina({
     filename: ENTRY.href,
-    minThreads: 0,
+    // One thread stays, so a message after a quiet spell does not wait for a thread to load the
+    // parsers (a third of a second idle, over a second on a busy host).
+    minThreads: 1,
     maxThreads: budget.threads,
     idleTimeout: IDLE_MS,
     concurrentTasksPerWorker: 1,
@@ -79,6 +82,11 @@ function thePool(): Promise<Piscina> {
     atomics: 'disabled',
     resourceLimits: { maxOldGenerationSizeMb: budget.heapMb, maxYoungGenerationSizeMb: 32 },
   })));
+}
+
+/** Starts the pool's first thread now, so the first message does not wait for it (a worker's boot). */
+export function startMimePool() {
+  thePool().catch(() => {}); // a pool that cannot start fails the first message instead
 }
 
 /** Changes the budgets (tests make an ordinary message exceed them); the next message starts a new pool. */

@@ -14,7 +14,7 @@ import { createApp } from '../http/app.ts';
 import { logOwnerSetup } from '../../dashboard/setup.ts';
 import { closeSinkFeeds } from '../sink/live.ts';
 import { hitsRecorded } from '../tracking/record.ts';
-import { closeMimePool } from './mime-pool.ts';
+import { closeMimePool, startMimePool } from './mime-pool.ts';
 import { MemoryRateLimiter, RedisRateLimiter, type RateLimiter } from '../http/rate-limit.ts';
 import type { WorkerDeps } from '../interfaces.ts';
 import type { TaskList } from 'graphile-worker';
@@ -45,6 +45,9 @@ export async function startWorkerRole(deps: WorkerDeps, opts: { crontab?: boolea
   // Loaded here, not at the top: an API process never needs graphile-worker, the SMTP sink,
   // or the AWS clients, and doesn't carry them (mailparser lives only in the MIME pool's threads).
   const [{ buildCrontab, buildTaskList, startWorkerServices }, { startWorker }] = await Promise.all([import('../tasks.ts'), import('./worker.ts')]);
+  // The sink's catches, inbound mail and relayed bodies are read in the MIME pool: its thread loads
+  // the parsers while the rest starts.
+  startMimePool();
   // The sink listens before jobs start, so sink-bound sends picked up at boot find it.
   const services = await startWorkerServices(deps);
   // The name this process's email leases carry; it beats as long as the process lives.
