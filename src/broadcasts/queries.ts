@@ -148,8 +148,16 @@ export async function cancelBroadcast(tx: TxSql, projectId: string, id: string) 
   if (!row) return undefined;
   await tx`select graphile_worker.remove_job(${sendJobKey(id)})`;
   if (row.status === 'canceled') {
-    await tx`update emails set status = 'canceled', updated_at = now()
-      where broadcast_id = ${id} and project_id = ${projectId} and status = 'queued'`;
+    // Their waiting jobs (keyed by email id) go with them, so another broadcast's copies do not
+    // queue behind up to BROADCAST_MAX_AHEAD jobs with nothing to send. A job a worker holds
+    // stays, and finds its email canceled.
+    await tx`
+      with canceled as (
+        update emails set status = 'canceled', updated_at = now()
+        where broadcast_id = ${id} and project_id = ${projectId} and status = 'queued'
+        returning id)
+      select count(*) from graphile_worker.complete_jobs(array(
+        select j.id from graphile_worker._private_jobs j join canceled c on j.key = c.id where j.locked_at is null))`;
   }
   return row;
 }

@@ -16,6 +16,11 @@ import { contactUnsubscribeUrl, oneClickHeaders } from './unsubscribe-url.ts';
 /** Contacts read per page: the most of a broadcast's recipients any process holds at once. */
 export const BROADCAST_PAGE_SIZE = 500;
 /**
+ * The first page is smaller: its copies are made, committed and start to leave while the pages
+ * after it are made, so how soon a broadcast starts sending does not grow with a page's rendering.
+ */
+export const BROADCAST_FIRST_PAGE_SIZE = 50;
+/**
  * A broadcast's emails queued or sending at once, at most: the next page waits until its sends
  * are this far down. Pausing or canceling then touches at most this many, and no backlog of a
  * broadcast ever sits in the queue (transactional mail goes first anyway, by priority).
@@ -98,7 +103,8 @@ export function broadcastSendTask(deps: WorkerDeps): Task {
       const locked = await q.getBroadcast(tx, projectId, id, true);
       // Another run made this page meanwhile, or the broadcast was canceled.
       if (!locked || locked.status !== 'sending' || locked.cursor !== b.cursor || locked.pagedAt) return;
-      const page = await q.nextPage(tx, locked, BROADCAST_PAGE_SIZE);
+      const size = locked.cursor === null ? BROADCAST_FIRST_PAGE_SIZE : BROADCAST_PAGE_SIZE;
+      const page = await q.nextPage(tx, locked, size);
       const receiving = page.filter((c) => c.receives);
       const suppressed = await suppressedAmong(tx, projectId, receiving.map((c) => c.email));
       const emails: NewEmail[] = [];
@@ -126,7 +132,7 @@ export function broadcastSendTask(deps: WorkerDeps): Task {
       }
       await insertQueuedEmails(tx, emails);
       await q.insertRecipients(tx, rows);
-      const done = page.length < BROADCAST_PAGE_SIZE;
+      const done = page.length < size;
       // A copy too large to send is a recipient it failed for: counted in `recipients` and `failed`.
       await q.advance(tx, locked, page.at(-1)?.id ?? locked.cursor, { queued: emails.length, tooLarge, suppressed: skipped }, done);
       await tx`select ${q.broadcastJob(tx, id, projectId, tx`now()`)}`;

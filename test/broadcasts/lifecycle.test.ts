@@ -5,6 +5,8 @@ import { seedSegment } from './fixtures.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { insertEmail } from '../sending/fixtures.ts';
 import { parseScheduledAt } from '../../src/broadcasts/schedule.ts';
+import { broadcastSendTask, BROADCAST_FIRST_PAGE_SIZE } from '../../src/broadcasts/send.task.ts';
+import { createLogger } from '../../src/platform/log.ts';
 
 const ctx = await createTestContext({ env: { PUBLIC_BASE_URL: 'https://mail.example.test' } });
 
@@ -133,4 +135,39 @@ test('a cancel whose copies a worker\'s shared commit holds in the other order i
   }
   const rows = await ctx.sql<{ status: string }[]>`select status from emails where broadcast_id = ${id} and project_id = ${projectId}`;
   assert.deepEqual(rows.map((r) => r.status), ['canceled', 'canceled']);
+});
+
+test('a cancel takes its queued copies\' waiting jobs with them; a job a worker holds stays', async () => {
+  const { projectId, key } = await ctx.tenant('bc-cancel-jobs');
+  const { segmentId } = await seedSegment(ctx.sql, projectId, 3);
+  const id = await draft(key, segmentId);
+  assert.equal((await post(key, `/v1/broadcasts/${id}/send`)).status, 200);
+  // The page writer, with no worker to send: three copies wait with their jobs.
+  await broadcastSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') })({ broadcast_id: id, project_id: projectId }, undefined as never);
+  const copies = await ctx.sql<{ id: string }[]>`select id from emails where broadcast_id = ${id} and project_id = ${projectId} order by id`;
+  assert.equal(copies.length, 3);
+  const jobs = () => ctx.sql<{ key: string }[]>`select key from graphile_worker._private_jobs where key = any(${copies.map((c) => c.id)}::text[]) order by key`;
+  assert.equal((await jobs()).length, 3);
+  // A worker holds the first copy's job.
+  await ctx.sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'a-worker' where key = ${copies[0]!.id}`;
+  const res = await post(key, `/v1/broadcasts/${id}/cancel`);
+  assert.equal(((await res.json()) as { status: string }).status, 'canceled');
+  assert.deepEqual((await jobs()).map((j) => j.key), [copies[0]!.id], 'only the held job is left');
+  const statuses = await ctx.sql<{ status: string }[]>`select status from emails where broadcast_id = ${id} and project_id = ${projectId}`;
+  assert.deepEqual(statuses.map((r) => r.status), ['canceled', 'canceled', 'canceled']);
+});
+
+test('a broadcast\'s first page is small, so its first copies leave while the next pages are made', async () => {
+  const { projectId, key } = await ctx.tenant('bc-first-page');
+  const { segmentId } = await seedSegment(ctx.sql, projectId, BROADCAST_FIRST_PAGE_SIZE + 5);
+  const id = await draft(key, segmentId);
+  assert.equal((await post(key, `/v1/broadcasts/${id}/send`)).status, 200);
+  const task = broadcastSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent') });
+  const made = async () => (await ctx.sql<[{ n: number }]>`select count(*)::int as n from emails where broadcast_id = ${id} and project_id = ${projectId}`)[0].n;
+  await task({ broadcast_id: id, project_id: projectId }, undefined as never);
+  assert.equal(await made(), BROADCAST_FIRST_PAGE_SIZE);
+  await task({ broadcast_id: id, project_id: projectId }, undefined as never);
+  assert.equal(await made(), BROADCAST_FIRST_PAGE_SIZE + 5);
+  const [b] = await ctx.sql<[{ pagedAt: Date | null }]>`select paged_at from broadcasts where id = ${id} and project_id = ${projectId}`;
+  assert.ok(b.pagedAt, 'the second page reached the end');
 });
