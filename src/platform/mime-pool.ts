@@ -89,6 +89,11 @@ export function startMimePool() {
   thePool().catch(() => {}); // a pool that cannot start fails the first message instead
 }
 
+/** How many threads the pool has now (none before it starts). */
+export async function mimePoolThreads(): Promise<number> {
+  return pool ? (await pool).threads.length : 0;
+}
+
 /** Changes the budgets (tests make an ordinary message exceed them); the next message starts a new pool. */
 export async function setMimeBudget(next: Partial<MimeBudget>) {
   budget = { ...DEFAULT_BUDGET, ...next };

@@ -1,7 +1,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
-import { closeMimePool, parseSinkMessage, readReceived, setMimeBudget } from '../../src/platform/mime-pool.ts';
+import { closeMimePool, mimePoolThreads, parseSinkMessage, readReceived, setMimeBudget, startMimePool } from '../../src/platform/mime-pool.ts';
 
 // §22.1: a message's time budget counts from when its thread starts on it, as PostgreSQL's
 // statement_timeout does, not from when it was handed to the pool: a message queued behind
@@ -34,4 +34,12 @@ test('a whole message over its budget once started is refused naming the budget'
   await assert.rejects(parseSinkMessage(slowMessage, envelope), { name: 'MimeBudgetExceeded', budget: 'time', limit: 50 });
   await setMimeBudget({});
   assert.equal((await parseSinkMessage(message, envelope)).subject, 'queued', 'the next message gets a new thread');
+});
+
+test('a worker\'s boot starts one thread, which loads the parsers before the first message comes', async () => {
+  await closeMimePool();
+  assert.equal(await mimePoolThreads(), 0);
+  startMimePool();
+  assert.equal(await mimePoolThreads(), 1);
+  assert.equal((await parseSinkMessage(message, envelope)).subject, 'queued');
 });
