@@ -115,19 +115,30 @@ export function newDeliveries(sql: Sql | TxSql) {
 
 
 /**
- * A `webhook__flush` job for each endpoint `new_deliveries` went to, as a select expression.
- * `add_jobs` is called only when there are deliveries: it notifies the workers even for an empty list.
+ * A `webhook__flush` job for each endpoint `new_deliveries` went to that has none waiting and due,
+ * as a select expression. Each endpoint's flush lock is taken (shared) before its waiting job is
+ * looked for: a flush that locks that job afterwards waits for this transaction before its last
+ * look, so it takes these deliveries or queues the next flush (see flushLock). An endpoint whose
+ * flush runs, or waits for later, gets a job. `add_jobs` is called only when there is one to add:
+ * it notifies every worker, which then looks for jobs, even for an empty list.
  */
 export function flushJobsForNewDeliveries(sql: Sql | TxSql) {
   return sql`case when exists (select 1 from new_deliveries) then (
-        select count(*) from graphile_worker.add_jobs(array(
-          select row('webhook__flush', json_build_object('endpoint_id', f.endpoint_id, 'project_id', f.project_id), null, now(),
-                     ${FLUSH_MAX_ATTEMPTS}, ${FLUSH_KEY_PREFIX} || f.endpoint_id, null, null)::graphile_worker.job_spec
+        with locked as materialized (
+          select f.endpoint_id, f.project_id
           from (select distinct endpoint_id, project_id from new_deliveries) f
-          -- Taken before add_jobs runs, as its argument is built; see flushLock.
-          cross join lateral (select ${flushLock(sql, sql`f.endpoint_id`, 'shared')}) locked
-          -- One order for every transaction, so two that flush the same endpoints cannot deadlock.
-          order by f.endpoint_id)))
+          -- Taken before the look below, as each row is made; see flushLock.
+          cross join lateral (select ${flushLock(sql, sql`f.endpoint_id`, 'shared')}) l),
+        specs as (
+          select array(
+            select row('webhook__flush', json_build_object('endpoint_id', f.endpoint_id, 'project_id', f.project_id), null, now(),
+                       ${FLUSH_MAX_ATTEMPTS}, ${FLUSH_KEY_PREFIX} || f.endpoint_id, null, null)::graphile_worker.job_spec
+            from locked f
+            where not exists (
+              select 1 from graphile_worker._private_jobs j
+              where j.key = ${FLUSH_KEY_PREFIX} || f.endpoint_id and j.locked_at is null and j.run_at <= now())
+            order by f.endpoint_id) as jobs)
+        select case when cardinality(jobs) > 0 then (select count(*) from graphile_worker.add_jobs(jobs)) else 0 end from specs)
       end`;
 }
 

@@ -40,7 +40,7 @@ async function handleReceived(deps: { sql: Sql; config: Config; log: Logger }, c
   return deps.sql.begin(async (tx) => {
     if (!(await claimMessage(tx, messageId))) return 'duplicate' as const;
     if (typeof prepared === 'string') return prepared;
-    return (await storeReceivedIn(tx, prepared.targets, prepared.incoming)).length ? 'stored' as const : 'duplicate' as const;
+    return (await storeReceivedIn(tx, [prepared]))[0]!.length ? 'stored' as const : 'duplicate' as const;
   });
 }
 

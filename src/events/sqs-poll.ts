@@ -168,11 +168,7 @@ function startPoller(deps: Deps, conn: ProviderConnection, version: string, opts
   const running = new Set<Promise<void>>();
   // Those parsed meanwhile share a transaction, so a batch costs about one commit, not ten.
   const stores = new GroupCommit<PreparedReceived, number>(
-    (items) => deps.sql.begin(async (tx) => {
-      const stored: number[] = [];
-      for (const p of items) stored.push((await storeReceivedIn(tx, p.targets, p.incoming)).length);
-      return stored;
-    }),
+    (items) => deps.sql.begin(async (tx) => (await storeReceivedIn(tx, items)).map((ids) => ids.length)),
     { maxBatch: 10, maxInFlight: 1 },
     async (p) => (await storeReceived(deps.sql, p.targets, p.incoming)).length,
   );

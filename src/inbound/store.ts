@@ -28,13 +28,19 @@ export type Target = { projectId: string; receivedFor: string[] };
  * and fires nothing again. Answers the ids stored.
  */
 export async function storeReceived(sql: Sql, targets: Target[], m: Incoming): Promise<string[]> {
-  return sql.begin((tx) => storeReceivedIn(tx, targets, m));
+  return sql.begin(async (tx) => (await storeReceivedIn(tx, [{ targets, incoming: m }]))[0]!);
 }
 
-/** storeReceived inside the caller's transaction, so a batch of messages commits once. */
-export async function storeReceivedIn(tx: TxSql, targets: Target[], m: Incoming): Promise<string[]> {
-  {
-    const stored: string[] = [];
+/**
+ * storeReceived for several messages inside the caller's transaction, so a batch commits once;
+ * answers the ids stored for each. Every row is written before any event is recorded: recording
+ * takes the shared side of each webhook endpoint's flush lock until the commit (see flushLock),
+ * so it comes last and a flush waits for this transaction as short a time as can be.
+ */
+export async function storeReceivedIn(tx: TxSql, batch: { targets: Target[]; incoming: Incoming }[]): Promise<string[][]> {
+  const written: { id: string; projectId: string; data: Record<string, unknown> }[][] = [];
+  for (const { targets, incoming: m } of batch) {
+    const rows: (typeof written)[number] = [];
     for (const t of targets) {
       const p = m.parsed;
       const id = newId('received');
@@ -71,11 +77,13 @@ export async function storeReceivedIn(tx: TxSql, targets: Target[], m: Incoming)
         bodyPurged: false,
       };
       const createdAt = await insertReceived(tx, { ...row, raw: m.raw });
-      if (!createdAt) continue;
-      const source = tx`select id, project_id, null::jsonb as tags from received_emails where id = ${id} and project_id = ${t.projectId}`;
-      await recordEventsStatement(tx, source, [{ type: 'email.received', data: receivedEventData({ ...row, createdAt }) }]);
-      stored.push(id);
+      if (createdAt) rows.push({ id, projectId: t.projectId, data: receivedEventData({ ...row, createdAt }) });
     }
-    return stored;
+    written.push(rows);
   }
+  for (const { id, projectId, data } of written.flat()) {
+    const source = tx`select id, project_id, null::jsonb as tags from received_emails where id = ${id} and project_id = ${projectId}`;
+    await recordEventsStatement(tx, source, [{ type: 'email.received', data }]);
+  }
+  return written.map((rows) => rows.map((r) => r.id));
 }
