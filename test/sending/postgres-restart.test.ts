@@ -115,7 +115,10 @@ test('PostgreSQL restarted three times while 1,000 emails drain through SES: non
     const duplicates = accepted - perEmail.size;
     process.stdout.write(`# ${RESTARTS} PostgreSQL restarts during a ${TOTAL}-email drain: ${accepted} accepted at SES for ${perEmail.size} emails, duplicates ${duplicates}, throttles ${ses.stats.throttled}; recovery after each restart ${JSON.stringify(recoveries)}\n`);
     assert.equal(perEmail.size, TOTAL);
-    assert.equal(duplicates, 0, 'no email was sent twice');
+    const twice = [...perEmail].filter(([, n]) => n > 1).map(([id]) => id);
+    // For looking into a failure: every line either worker logged about an email sent twice.
+    const about = (id: string) => logs.flatMap((l, i) => l.split('\n').filter((line) => line.includes(id)).map((line) => `worker ${i}: ${line.slice(0, 300)}`));
+    assert.equal(duplicates, 0, `no email was sent twice (${twice.join(', ')})\n${twice.flatMap(about).join('\n')}`);
     const [events] = await sql<[{ n: number }]>`select count(*)::int as n from events where type = 'email.sent'`;
     assert.equal(events.n, TOTAL, 'one email.sent event an email');
     const [noId] = await sql<[{ n: number }]>`select count(*)::int as n from emails where provider_message_id is null`;
