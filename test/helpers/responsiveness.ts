@@ -82,10 +82,11 @@ export async function whileProbing<T>(url: string, label: string, work: () => Pr
   // from a busy machine.
   const delay = monitorEventLoopDelay({ resolution: 10 });
   delay.enable();
-  // An app served in this process stands in for an API on a host of its own: its event loop (this
-  // thread only; Linux keeps a nice value per thread, and the MIME pool's threads keep theirs) is
-  // scheduled before the other test files' processes, so a probe times this loop, not the suite.
-  const putBack = opts.pid === undefined ? scheduleAhead([0]) : () => {};
+  // The API, spawned (`pid`) or served in this process, stands in for one on a host of its own: its
+  // event loop (that thread only; Linux keeps a nice value per thread, and the MIME pool's threads
+  // keep theirs) is scheduled before the other test files' processes, so a probe times this loop,
+  // not the suite.
+  const putBack = scheduleAhead([opts.pid ?? 0]);
   let result: T;
   try {
     result = await work();
