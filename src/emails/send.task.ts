@@ -235,8 +235,15 @@ export function emailSendTask(deps: WorkerDeps, outgoingHtml?: HtmlForSending): 
     // happens to the job runner; without one (a task run on its own) they name the job's pool.
     const owner = `${leases?.id ?? helpers?.job?.locked_by ?? 'worker'}/${randomUUID().slice(0, 12)}`;
     const self = leases ? { id: leases.id, busy: leases.busy.has(emailId) } : undefined;
-    const email = await q.claimEmail(sql, projectId, emailId, { owner, seconds: LEASE_SECONDS, deadAfterSeconds: config.workerDeadAfterSeconds, self });
+    // Marked busy before the claim, not after: two jobs of this process for one email (a replaced
+    // runner's job still running beside its successor's) could otherwise both take over the
+    // process's own lease and both send.
+    const reserved = leases !== undefined && !self!.busy;
+    if (reserved) leases.busy.set(emailId, projectId);
+    const email = await q.claimEmail(sql, projectId, emailId, { owner, seconds: LEASE_SECONDS, deadAfterSeconds: config.workerDeadAfterSeconds, self })
+      .catch((err: unknown) => { if (reserved) leases.busy.delete(emailId); throw err; });
     if (!email) {
+      if (reserved) leases.busy.delete(emailId);
       // Held by a paused project: the resume gives it a job again (§19.4). Resumed since the claim
       // looked: this job tries again, since the resume may not have seen the email.
       const hold = await q.holdIfPaused(sql, projectId, emailId);

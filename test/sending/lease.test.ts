@@ -115,3 +115,14 @@ test('a runner replaced after a database error first re-asserts the leases its p
     await ctx.sql`delete from graphile_worker._private_jobs where task_id in (select id from graphile_worker._private_tasks where identifier = 'hold')`;
   }
 });
+
+test('two jobs of one process for one email (a replaced runner\'s still running beside its successor\'s) send it once', async () => {
+  const { projectId } = await ctx.tenant();
+  const id = await insertEmail(ctx.sql, projectId, { subject: 'two jobs, one process' }, false);
+  const leases = { id: `holder-${randomUUID()}`, busy: new Map<string, string>() };
+  const inProcess = emailSendTask({ config: ctx.config, sql: ctx.sql, log: createLogger('silent'), leases });
+  await Promise.all([1, 2].map(() => inProcess({ email_id: id, project_id: projectId }, noHelpers)));
+  await waitFor('sent to be recorded', async () => (await emailState(ctx.sql, projectId, id)).status === 'sent', 10_000);
+  assert.equal(smtp.messages.filter((m) => m.envid.endsWith(`:${id}`)).length, 1, 'sent once');
+  assert.equal(leases.busy.size, 0, 'nothing left marked busy');
+});
