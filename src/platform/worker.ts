@@ -129,9 +129,11 @@ export async function startWorker(opts: {
         if (message.startsWith('Error occurred fetching jobs') && ++current.fetchFailures >= FETCH_FAILURES_BEFORE_REPLACING && !stopping && !current.shuttingDown) {
           void restart(current, `${current.fetchFailures} job fetches in a row failed`);
         }
-        // A line per completed job is debug noise at production volume; failures stay visible.
-        const routine = level === 'info' && message.startsWith('Completed task');
-        const method = level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' && !routine ? 'info' : 'debug';
+        // A line per completed job is debug noise at production volume; failures stay visible. A
+        // replaced runner asked to stop while its pool already shuts down says so as an error.
+        const routine = (level === 'info' && message.startsWith('Completed task'))
+          || (current.replaced && message.startsWith('gracefulShutdown called when gracefulShutdown is already in progress'));
+        const method = routine ? 'debug' : level === 'error' ? 'error' : level === 'warning' ? 'warn' : level === 'info' ? 'info' : 'debug';
         log[method]({ ...scope, ...(meta ?? {}) }, message);
       }),
     }).catch(async (err: unknown) => {
@@ -210,9 +212,10 @@ export async function startWorker(opts: {
             void started.then((late) => late.runner.stop().catch(() => {}).then(() => late.pgPool.end()).catch(() => {}), () => {});
             throw new Error(`the job runner did not start within ${START_TIMEOUT_MS / 1000} s`);
           }
-          // The old runner keeps its pool until it has finished its own shutdown. One that was still
-          // running (its fetches failing) is asked to stop: what it runs now ends first.
-          if (!old.shuttingDown && !old.ended) {
+          // The old runner keeps its pool until it has finished its own shutdown. It is asked to stop
+          // whatever started its end: a pool graphile-worker shut down by itself leaves the runner's
+          // cron running, which would keep meeting the refusing pool. What it runs now ends first.
+          if (!old.ended) {
             old.shuttingDown = true;
             void old.runner.stop().catch(() => {});
           }

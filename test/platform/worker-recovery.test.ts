@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { createTestDatabase } from '../helpers/db.ts';
 import { createLogger } from '../../src/platform/log.ts';
 import pg from 'pg';
+import { pino } from 'pino';
 import { isDatabaseAway, releaseJobsOfDeadPools, releaseJobsOfStalePools, releasingOnce, startWorker } from '../../src/platform/worker.ts';
 import { createSql } from '../../src/platform/db.ts';
 import { startPrivatePostgres } from '../helpers/private-pg.ts';
@@ -114,6 +115,37 @@ test('a runner shut down by itself while a job keeps it from finishing is replac
       throw new Error(`${e.message}: ${JSON.stringify(await sql`select task_identifier, locked_by, run_at, attempts, last_error from graphile_worker.jobs`)} pools ${JSON.stringify(await sql`select * from worker_heartbeats`)} first ${handle.poolId}`);
     });
   } finally {
+    letJobEnd();
+    await handle.stop();
+  }
+});
+
+test('a runner whose pool graphile-worker shut down by itself has its cron stopped once replaced, while its held job goes on', async () => {
+  // A pool shutting down by itself leaves the runner's cron running; replaced, that cron would
+  // meet the refusing pool at every minute and log an error each time, for the life of the process.
+  let jobStarted!: () => void;
+  let letJobEnd!: () => void;
+  const started = new Promise<void>((resolve) => { jobStarted = resolve; });
+  const ended = new Promise<void>((resolve) => { letJobEnd = resolve; });
+  const lines: Array<{ msg: string; level: number }> = [];
+  const captured = pino({ level: 'debug' }, { write: (line: string) => { lines.push(JSON.parse(line)); } });
+  const handle = await startWorker({
+    databaseUrl: url, sql, log: captured, concurrency: 1, deadAfterSeconds: 30,
+    crontab: [{ task: 'note', match: '0 0 1 1 *', identifier: 'yearly', options: { backfillPeriod: 0 }, payload: {} }],
+    taskList: { hold: async () => { jobStarted(); await ended; }, note: async () => {} },
+  });
+  const exitCode = process.exitCode;
+  try {
+    await sql`select graphile_worker.add_job('hold', '{}')`;
+    await started;
+    // One of the ways graphile-worker shuts a pool down by itself, as it does after a database
+    // error: a breaking schema change announced. Its runner and cron are left to the caller.
+    await sql`select pg_notify('worker:migrate', '{"breaking":true}')`;
+    await waitUntil(() => handle.restarts === 1, 5000);
+    await waitUntil(() => lines.some((l) => l.msg.startsWith('Runner stopping')), 3000);
+    assert.deepEqual(lines.filter((l) => l.level >= 50).map((l) => l.msg), [], 'nothing logged as an error');
+  } finally {
+    process.exitCode = exitCode; // graphile-worker sets 57 for a breaking migration
     letJobEnd();
     await handle.stop();
   }
