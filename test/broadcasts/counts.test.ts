@@ -103,3 +103,39 @@ test('the counts are read from the counters, and stats rebuild puts drifted coun
   assert.deepEqual(await counted(id), before);
   assert.deepEqual(await counted(id), await recount(id));
 });
+
+test('the page writer\'s lock on its broadcast does not hold sends recording two copies in one transaction', async () => {
+  // The second counter update of a transaction re-checks the counter row's key against the
+  // broadcast (its row was written by this transaction): a key-share lock, which FOR UPDATE on
+  // the broadcast refuses until the page is made and FOR NO KEY UPDATE lets through.
+  const { id, emailIds } = await seed('lock');
+  const [first, second] = emailIds;
+  await ctx.sql`update emails set status = 'sending' where id = any(${[first!, second!]}) and project_id = ${projectId}`;
+  let releasePage!: () => void;
+  const pageHeld = new Promise<void>((resolve) => { releasePage = resolve; });
+  let locked!: () => void;
+  const lockTaken = new Promise<void>((resolve) => { locked = resolve; });
+  const pageWriter = ctx.sql.begin(async (tx) => {
+    await getBroadcast(tx, projectId, id, true);
+    locked();
+    await pageHeld;
+  });
+  try {
+    await lockTaken;
+    const started = performance.now();
+    const sends = ctx.sql.begin(async (tx) => {
+      for (const email of [first!, second!]) {
+        await tx`update emails set status = 'sent', sent_at = now(), delivered_at = now() where id = ${email} and project_id = ${projectId} and status = 'sending'`;
+      }
+    }).then(() => performance.now() - started);
+    // Held, they would wait for the page: the page is let go after a second either way.
+    const waited = await Promise.race([sends, new Promise<number>((resolve) => setTimeout(() => resolve(Infinity), 1000))]);
+    releasePage();
+    await sends;
+    assert.ok(waited < 1000, `two sends recorded together waited ${waited} ms for the page writer`);
+  } finally {
+    releasePage();
+    await pageWriter;
+  }
+  assert.deepEqual(await counted(id), await recount(id));
+});
