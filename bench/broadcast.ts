@@ -3,7 +3,7 @@ import { createSql, type Sql } from '../src/platform/db.ts';
 import { newId } from '../src/platform/ids.ts';
 import { connectProvider, disconnectProvider } from '../src/providers/connections.ts';
 import { startFakeSes } from '../test/helpers/fake-ses.ts';
-import { apiWithKey, QUICK, round, sleep, waitUntil, withWorker, type BenchContext, type BenchResult } from './support.ts';
+import { apiWithKey, cpuDuring, QUICK, round, sleep, waitUntil, withWorker, type BenchContext, type BenchResult } from './support.ts';
 
 /**
  * A broadcast to RECIPIENTS contacts, in two phases, by one worker process.
@@ -97,7 +97,7 @@ export async function broadcast(ctx: BenchContext): Promise<BenchResult> {
       ...ctx.env, SINK_SMTP_PORT: '0', METRICS_PORT: '0', WORKER_CONCURRENCY: String(CONCURRENCY),
       PUBLIC_BASE_URL: 'https://mail.example.com', AWS_ENDPOINT_URL_SESV2: ses.url,
     };
-    return await withWorker(env, async () => {
+    return await withWorker(env, async (workerPid) => {
       // Through SES at SES_RATE: the project connected (the quota as GetAccount would say).
       const config = loadConfig({ ...ctx.env, NODE_ENV: 'development' }, { requireRedis: false });
       await connectProvider(sql, config, {
@@ -127,7 +127,9 @@ export async function broadcast(ctx: BenchContext): Promise<BenchResult> {
       const [{ t0 }] = await db<[{ t0: Date }]>`select now() as t0`;
       const deadline = Date.now() + SINK_WINDOW_S * 1000;
       const status = async () => (await db<[{ status: string }]>`select status from broadcasts where id = ${sink.id}`)[0].status;
-      await waitUntil('the sink window', async () => Date.now() >= deadline || (await status()) === 'sent', SINK_WINDOW_S * 1000 + 60_000, 500);
+      // CPU over the window beside the drain bench's, per copy: the worker's and PostgreSQL's.
+      const { cpu } = await cpuDuring({ worker: workerPid, api: apiProcess.pid }, () =>
+        waitUntil('the sink window', async () => Date.now() >= deadline || (await status()) === 'sent', SINK_WINDOW_S * 1000 + 60_000, 500));
       const finished = (await status()) === 'sent';
       const [span] = finished
         ? await db<[{ s: number; n: number }]>`
@@ -158,6 +160,8 @@ export async function broadcast(ctx: BenchContext): Promise<BenchResult> {
         // The sink's rate: over the whole broadcast when it finished within the window, else over the window.
         sink_rate_over: finished ? 'whole broadcast' : `${round(span.s)} s window`,
         sink_copies_measured: span.n,
+        sink_cpu_s: cpu,
+        sink_cpu_ms_per_copy: { worker: round((cpu.worker! * 1000) / span.n, 2), postgres: round((cpu.postgres! * 1000) / span.n, 2) },
         concurrency: CONCURRENCY,
       };
     });
