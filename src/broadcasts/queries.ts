@@ -54,9 +54,9 @@ export async function insertBroadcast(sql: Sql | TxSql, id: string, projectId: s
 
 /**
  * `lock` takes the row as an update of its non-key columns does (FOR NO KEY UPDATE): it keeps
- * out another page writer or a cancel, but not the key-share lock a new counter row's foreign
- * key check takes. FOR UPDATE held every send that recorded two copies in one transaction (its
- * second counter update re-checks the key) for the whole of a page's making, about 0.1 s a page.
+ * out another page writer or a cancel, but not the key-share lock of a counter row's foreign-key
+ * check (a new row's, or one its transaction already updated). FOR UPDATE held every send that
+ * recorded two copies in one transaction for the whole of a page's making, about 0.1 s a page.
  */
 export async function getBroadcast(sql: Sql | TxSql, projectId: string, id: string, lock = false) {
   const [row] = await sql<[BroadcastRow?]>`
