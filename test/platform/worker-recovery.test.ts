@@ -138,11 +138,15 @@ test('a runner whose pool graphile-worker shut down by itself has its cron stopp
   try {
     await sql`select graphile_worker.add_job('hold', '{}')`;
     await started;
+    // The pool listens on a connection of its own, which may still be connecting: a notice sent
+    // before its LISTEN would be lost.
+    await waitUntil(async () => (await sql`
+      select 1 from pg_stat_activity where datname = current_database() and query like 'LISTEN "jobs:insert"; LISTEN "worker:migrate";%'`).length > 0, 15_000);
     // One of the ways graphile-worker shuts a pool down by itself, as it does after a database
     // error: a breaking schema change announced. Its runner and cron are left to the caller.
     await sql`select pg_notify('worker:migrate', '{"breaking":true}')`;
-    await waitUntil(() => handle.restarts === 1, 5000);
-    await waitUntil(() => lines.some((l) => l.msg.startsWith('Runner stopping')), 3000);
+    await waitUntil(() => handle.restarts === 1, 15_000);
+    await waitUntil(() => lines.some((l) => l.msg.startsWith('Runner stopping')), 10_000);
     assert.deepEqual(lines.filter((l) => l.level >= 50).map((l) => l.msg), [], 'nothing logged as an error');
   } finally {
     process.exitCode = exitCode; // graphile-worker sets 57 for a breaking migration
